@@ -1,0 +1,5 @@
+import sys
+
+from kinema.cli.main import main
+
+sys.exit(main())

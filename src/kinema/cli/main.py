@@ -1,0 +1,59 @@
+"""The ``kinema`` command: one entry point, one module per subcommand.
+
+Each subcommand lives in ``kinema/cli/<name>.py`` and defines::
+
+    HELP = "one line"
+    def add_arguments(parser: argparse.ArgumentParser) -> None: ...
+    def run(args: argparse.Namespace) -> int: ...
+
+Subcommand modules are imported only when listed in COMMANDS and present, so a layer
+can add its command without touching the others.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+
+from kinema.errors import KinemaError
+
+COMMANDS = ["info", "convert", "view", "render", "demo", "db", "train", "eval", "card", "serve"]
+
+
+def _available() -> dict[str, object]:
+    mods = {}
+    for name in COMMANDS:
+        modname = f"kinema.cli.{name}"
+        if importlib.util.find_spec(modname) is not None:
+            mods[name] = importlib.import_module(modname)
+    return mods
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from kinema import __version__
+    parser = argparse.ArgumentParser(prog="kinema", description="kinema: neural character animation toolkit")
+    parser.add_argument("--version", action="version", version=f"kinema {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, mod in _available().items():
+        p = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except (KinemaError, FileNotFoundError) as exc:
+        print(f"kinema {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""Exceptions raised by kinema. Every error a user can trigger with bad input is a
+:class:`KinemaError`, so callers can catch one type."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class KinemaError(Exception):
+    """Base class of every error kinema raises on purpose."""
+
+
+class FormatError(KinemaError, ValueError):
+    """A file could not be read: it names the file, and the line when known.
+
+    Args:
+        message: what is wrong.
+        path: the file being read.
+        line: 1-based line number of the problem, for text formats.
+    """
+
+    def __init__(self, message: str, path: str | Path | None = None, line: int | None = None):
+        self.message = message
+        self.path = None if path is None else str(path)
+        self.line = line
+        where = ""
+        if self.path is not None:
+            where = self.path + (f":{line}" if line is not None else "") + ": "
+        elif line is not None:
+            where = f"line {line}: "
+        super().__init__(where + message)
+
+
+class UnsupportedFormatError(KinemaError, ValueError):
+    """The file type is not one kinema can read or write."""
+
+
+class CheckpointError(KinemaError, ValueError):
+    """A model or database file is corrupted, mismatched or unsafe (e.g. a pickle)."""

@@ -1,0 +1,60 @@
+"""File import and export. One loader per format, chosen by suffix.
+
+Each format module exposes ``load(path, **options) -> Motion`` and, where supported,
+``save(motion, path, **options)`` and ``load_character(path, **options) -> Character``.
+Modules are imported lazily so a NumPy-only user never imports pygltflib or ufbx.
+"""
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from kinema.errors import UnsupportedFormatError
+
+# suffix -> module implementing it. npz covers both kinema's motion npz and
+# AI4AnimationPy's npz (kinema.io.npz detects which).
+FORMATS: dict[str, str] = {
+    ".bvh": "kinema.io.bvh",
+    ".npz": "kinema.io.npz",
+    ".glb": "kinema.io.gltf",
+    ".gltf": "kinema.io.gltf",
+    ".fbx": "kinema.io.fbx",
+}
+
+
+def format_module(path: str | Path):
+    """The module that reads/writes ``path``, by suffix; raises UnsupportedFormatError."""
+    suffix = Path(path).suffix.lower()
+    name = FORMATS.get(suffix)
+    if name is None:
+        raise UnsupportedFormatError(
+            f"{path}: unsupported file type {suffix!r} (supported: {', '.join(sorted(FORMATS))})")
+    return importlib.import_module(name)
+
+
+def load(path: str | Path, **options):
+    """Load a :class:`kinema.motion.Motion` from ``path`` (dispatch on suffix)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no such file: {path}")
+    return format_module(path).load(path, **options)
+
+
+def save(motion, path: str | Path, **options) -> Path:
+    """Save ``motion`` to ``path``; the format follows the suffix. Returns the path."""
+    module = format_module(path)
+    if not hasattr(module, "save"):
+        raise UnsupportedFormatError(f"{path}: writing {Path(path).suffix} is not supported")
+    module.save(motion, Path(path), **options)
+    return Path(path)
+
+
+def load_character(path: str | Path, **options):
+    """Load a :class:`kinema.io.character.Character` (skeleton, skinned meshes, animations)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no such file: {path}")
+    module = format_module(path)
+    if not hasattr(module, "load_character"):
+        raise UnsupportedFormatError(f"{path}: {path.suffix} files hold no character mesh")
+    return module.load_character(path, **options)
