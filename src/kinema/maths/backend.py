@@ -1,0 +1,91 @@
+"""Write one maths function for NumPy arrays and torch tensors.
+
+kinema.maths functions take either library's arrays and return the same kind. torch is
+imported lazily (only when a tensor is passed), so NumPy-only users never import it.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+
+Array = Any  # np.ndarray | torch.Tensor
+
+
+def is_torch(x: Array) -> bool:
+    """True when ``x`` is a torch tensor (without importing torch)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def xp(x: Array):
+    """The array module for ``x``: ``torch`` for tensors, ``numpy`` otherwise."""
+    if is_torch(x):
+        return sys.modules["torch"]
+    return np
+
+
+def asarray(x: Array, like: Array | None = None) -> Array:
+    """``x`` as an array of the same library, dtype and device as ``like``.
+
+    Without ``like``: tensors pass through, anything else becomes a float NumPy array
+    (float64 unless already floating).
+    """
+    if like is not None and is_torch(like):
+        torch = sys.modules["torch"]
+        return torch.as_tensor(x, dtype=like.dtype, device=like.device)
+    if is_torch(x):
+        return x
+    x = np.asarray(x)
+    if like is not None:
+        return x.astype(np.result_type(like.dtype, np.float32), copy=False)
+    return x if np.issubdtype(x.dtype, np.floating) else x.astype(np.float64)
+
+
+def stack(xs: list[Array], axis: int = -1) -> Array:
+    """Stack arrays of one library along a new axis."""
+    if is_torch(xs[0]):
+        return sys.modules["torch"].stack(xs, dim=axis)
+    return np.stack(xs, axis=axis)
+
+
+def cat(xs: list[Array], axis: int = -1) -> Array:
+    """Concatenate arrays of one library along an existing axis."""
+    if is_torch(xs[0]):
+        return sys.modules["torch"].cat(xs, dim=axis)
+    return np.concatenate(xs, axis=axis)
+
+
+def cross(a: Array, b: Array) -> Array:
+    """Cross product over the last axis (size 3), broadcasting leading dims."""
+    ax, ay, az = a[..., 0], a[..., 1], a[..., 2]
+    bx, by, bz = b[..., 0], b[..., 1], b[..., 2]
+    return stack([ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx], axis=-1)
+
+
+def dot(a: Array, b: Array, keepdims: bool = False) -> Array:
+    """Dot product over the last axis."""
+    d = (a * b).sum(-1)
+    return d[..., None] if keepdims else d
+
+
+def norm(x: Array, keepdims: bool = False) -> Array:
+    """Euclidean norm over the last axis."""
+    return xp(x).sqrt(dot(x, x, keepdims=keepdims))
+
+
+def where(cond: Array, a: Array, b: Array) -> Array:
+    return xp(a).where(cond, a, b)
+
+
+def clip(x: Array, lo: float, hi: float) -> Array:
+    if is_torch(x):
+        return x.clamp(lo, hi)
+    return np.clip(x, lo, hi)
+
+
+def broadcast_to(x: Array, shape: tuple[int, ...]) -> Array:
+    if is_torch(x):
+        return x.expand(shape)
+    return np.broadcast_to(x, shape)
