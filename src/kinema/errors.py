@@ -36,3 +36,7 @@ class UnsupportedFormatError(KinemaError, ValueError):
 
 class CheckpointError(KinemaError, ValueError):
     """A model or database file is corrupted, mismatched or unsafe (e.g. a pickle)."""
+
+
+class SkeletonError(KinemaError, ValueError):
+    """A skeleton or motion is inconsistent (parent order, shapes, names)."""

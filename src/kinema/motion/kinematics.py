@@ -1,0 +1,98 @@
+"""Forward and inverse kinematics over a joint hierarchy, on NumPy or torch.
+
+``q_world[j] = q_world[parent[j]] * q_local[j]`` and
+``p_world[j] = p_world[parent[j]] + rotate(q_world[parent[j]], p_local[j])``.
+
+Forward kinematics is vectorised over frames *and* over the joints of one depth level:
+the Python loop runs once per level of the hierarchy (about 7 to 12 for a human), not
+once per joint or frame, which keeps NumPy's per-call overhead off the hot path.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from kinema.maths import quat
+from kinema.maths.backend import Array, cat, is_torch, where
+
+
+@lru_cache(maxsize=64)
+def _levels(parents: tuple[int, ...]) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray]:
+    """Joints grouped by depth, each level's parents as positions in the level above,
+    and the permutation that puts level-ordered joints back into skeleton order."""
+    parents_a = np.asarray(parents)
+    depth = np.zeros(len(parents), np.int64)
+    for j, p in enumerate(parents):
+        if p >= 0:
+            depth[j] = depth[p] + 1
+    levels = [np.nonzero(depth == d)[0] for d in range(int(depth.max(initial=0)) + 1)]
+    pos_in_level = np.zeros(len(parents), np.int64)
+    for lv in levels:
+        pos_in_level[lv] = np.arange(len(lv))
+    parent_pos = [pos_in_level[parents_a[lv]] if d > 0 else np.empty(0, np.int64)
+                  for d, lv in enumerate(levels)]
+    order = np.concatenate(levels)
+    inverse = np.empty_like(order)
+    inverse[order] = np.arange(len(order))
+    return levels, parent_pos, inverse
+
+
+def _index(x: Array, idx: np.ndarray) -> Array:
+    """x[..., idx, :] for NumPy or torch."""
+    if is_torch(x):
+        import torch
+        return x.index_select(-2, torch.as_tensor(idx, device=x.device))
+    return x[..., idx, :]
+
+
+def forward(local_rot: Array, local_pos: Array, parents) -> tuple[Array, Array]:
+    """World rotations and positions from local ones.
+
+    Args:
+        local_rot: (..., J, 4) local rotations (w, x, y, z).
+        local_pos: (..., J, 3) local translations (offset from the parent), metres.
+        parents: (J,) parent indices, -1 for roots, each parent before its child.
+    Returns:
+        (global_rot (..., J, 4), global_pos (..., J, 3)); torch in -> torch out
+        (differentiable).
+    """
+    levels, parent_pos, inverse = _levels(tuple(int(p) for p in parents))
+    rots = [_index(local_rot, levels[0])]
+    poss = [_index(local_pos, levels[0])]
+    for lv, pp in zip(levels[1:], parent_pos[1:]):
+        prot = _index(rots[-1], pp)
+        ppos = _index(poss[-1], pp)
+        poss.append(ppos + quat.rotate(prot, _index(local_pos, lv)))
+        rots.append(quat.mul(prot, _index(local_rot, lv)))
+    if len(levels) == 1:
+        return _index(rots[0], inverse), _index(poss[0], inverse)
+    return _index(cat(rots, axis=-2), inverse), _index(cat(poss, axis=-2), inverse)
+
+
+def inverse(global_rot: Array, global_pos: Array, parents) -> tuple[Array, Array]:
+    """Local rotations and positions from world ones (the inverse of :func:`forward`).
+
+    Args:
+        global_rot: (..., J, 4) world rotations (w, x, y, z).
+        global_pos: (..., J, 3) world positions, metres.
+        parents: (J,) parent indices, -1 for roots.
+    Returns:
+        (local_rot (..., J, 4), local_pos (..., J, 3)).
+    """
+    parents = np.asarray(parents, dtype=np.int64)
+    is_root = parents < 0
+    safe = np.where(is_root, 0, parents)
+    prot = _index(global_rot, safe)
+    ppos = _index(global_pos, safe)
+    local_rot = quat.mul(quat.inv(prot), global_rot)
+    local_pos = quat.inv_rotate(prot, global_pos - ppos)
+    if is_root.any():
+        if is_torch(global_rot):
+            import torch
+            mask = torch.as_tensor(is_root, device=global_rot.device)[:, None]
+        else:
+            mask = is_root[:, None]
+        local_rot = where(mask, global_rot, local_rot)
+        local_pos = where(mask, global_pos, local_pos)
+    return local_rot, local_pos
