@@ -1,0 +1,274 @@
+"""Mamba (selective state-space) backbone in pure PyTorch (Gu & Dao 2023).
+
+Shapes: B batch, L time, D d_model, Di d_inner, N d_state, R dt_rank, K d_conv.
+
+Model: ``y = out_head(norm_f(blocks(in_head(normalise(x)))))`` then denormalised, where each
+block is ``u <- u + Mixer(RMSNorm(u))`` and the mixer is::
+
+    x~, z = split(in_proj u)                      # no bias
+    xc    = SiLU(causal depthwise conv_K(x~))     # conv has a bias
+    dt~, B, C = split(x_proj xc)                  # no bias
+    dt    = softplus(dt_proj dt~)                 # (Di,) per step
+    h_t   = exp(dt A) h_{t-1} + dt B xc           # A = -exp(A_log), (Di, N)
+    y_t   = C h_t + D xc
+    out   = out_proj(y * SiLU(z))                 # no bias
+
+Training uses a selective scan over the whole sequence (``scan="sequential"``: a loop over
+``torch.unbind`` - the fastest on CPU; ``scan="parallel"``: Hillis-Steele doubling inside
+chunks with a sequential carry across chunks, for GPUs). Inference uses the O(1)-per-frame
+recurrence :meth:`Mamba.step` with a :class:`MambaState`. All three agree to rounding.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from kinema.nn.layers import Normaliser, RMSNorm
+
+SCANS = ("sequential", "parallel")
+
+
+@dataclass
+class MambaState:
+    """Recurrent state of a :class:`Mamba` model, one entry per layer.
+
+    conv: pre-convolution inputs of the last K-1 frames, each (B, Di, K-1).
+    h: SSM state, each (B, Di, N).
+    """
+
+    conv: list[torch.Tensor]
+    h: list[torch.Tensor]
+
+    def detach(self) -> "MambaState":
+        """The same state cut from the autograd graph (truncated BPTT)."""
+        return MambaState([c.detach() for c in self.conv], [h.detach() for h in self.h])
+
+
+def scan_sequential(dA: torch.Tensor, dBu: torch.Tensor, C: torch.Tensor,
+                    h0: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sequential selective scan ``h_t = dA_t h_{t-1} + dBu_t``, ``y_t = h_t C_t``.
+
+    Args:
+        dA, dBu: (B, L, Di, N). C: (B, L, N). h0: (B, Di, N) or None (zeros).
+    Returns:
+        y (B, L, Di) without the D skip term, and the last state h_L (B, Di, N).
+
+    Loops over ``torch.unbind`` views: per-step ``x[:, t]`` indexing would make autograd
+    allocate a full-size gradient per step (O(L^2) memory traffic).
+    """
+    h = torch.zeros_like(dBu[:, 0]) if h0 is None else h0
+    ys = []
+    for a, b, c in zip(dA.unbind(1), dBu.unbind(1), C.unbind(1)):
+        h = a * h + b
+        ys.append(torch.einsum("bdn,bn->bd", h, c))
+    return torch.stack(ys, 1), h
+
+
+def _doubling(a: torch.Tensor, b: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inclusive Hillis-Steele scan of affine maps along ``dim`` (out of place, autograd-safe).
+
+    Returns (prod of a up to t, h_t with zero initial state)."""
+    n = a.shape[dim]
+    k = 1
+    while k < n:
+        a_prev, b_prev = a.narrow(dim, 0, n - k), b.narrow(dim, 0, n - k)
+        a_cur, b_cur = a.narrow(dim, k, n - k), b.narrow(dim, k, n - k)
+        b = torch.cat([b.narrow(dim, 0, k), a_cur * b_prev + b_cur], dim)
+        a = torch.cat([a.narrow(dim, 0, k), a_cur * a_prev], dim)
+        k *= 2
+    return a, b
+
+
+def scan_parallel(dA: torch.Tensor, dBu: torch.Tensor, C: torch.Tensor,
+                  h0: torch.Tensor | None = None, chunk: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+    """Parallel selective scan: doubling inside chunks of ``chunk`` frames (all chunks at once,
+    log2(chunk) steps), then a sequential carry across the L/chunk chunks.
+
+    Same arguments and results as :func:`scan_sequential`; any L (padded internally).
+    """
+    bsz, length, di, n = dBu.shape
+    t = max(1, min(chunk, length))
+    pad = (-length) % t
+    if pad:
+        dA = torch.cat([dA, dA.new_ones(bsz, pad, di, n)], 1)
+        dBu = torch.cat([dBu, dBu.new_zeros(bsz, pad, di, n)], 1)
+    nc = dA.shape[1] // t
+    a_cum, h_loc = _doubling(dA.reshape(bsz, nc, t, di, n), dBu.reshape(bsz, nc, t, di, n), 2)
+    carry = torch.zeros_like(dBu[:, 0]) if h0 is None else h0
+    if nc == 1:
+        h = h_loc[:, 0] + a_cum[:, 0] * carry.unsqueeze(1)
+        hs = h.unsqueeze(1)
+    else:
+        parts = []
+        for ac, hl in zip(a_cum.unbind(1), h_loc.unbind(1)):
+            h = hl + ac * carry.unsqueeze(1)
+            parts.append(h)
+            carry = h[:, -1]
+        hs = torch.stack(parts, 1)
+    hs = hs.reshape(bsz, nc * t, di, n)[:, :length]
+    y = torch.einsum("bldn,bln->bld", hs, C)
+    return y, hs[:, -1]
+
+
+class MambaMixer(nn.Module):
+    """One selective-SSM mixer (no norm, no residual); see the module docstring."""
+
+    def __init__(self, d_model: int, d_inner: int, d_state: int, d_conv: int, dt_rank: int,
+                 dt_min: float = 1e-3, dt_max: float = 0.1, dt_floor: float = 1e-4):
+        super().__init__()
+        self.d_inner, self.d_state, self.d_conv, self.dt_rank = d_inner, d_state, d_conv, dt_rank
+        self.in_proj = nn.Linear(d_model, 2 * d_inner, bias=False)
+        self.conv1d = nn.Conv1d(d_inner, d_inner, d_conv, groups=d_inner, bias=True)
+        self.x_proj = nn.Linear(d_inner, dt_rank + 2 * d_state, bias=False)
+        self.dt_proj = nn.Linear(dt_rank, d_inner, bias=True)
+        self.A_log = nn.Parameter(torch.log(torch.arange(1, d_state + 1, dtype=torch.float32)).repeat(d_inner, 1))
+        self.D = nn.Parameter(torch.ones(d_inner))
+        self.out_proj = nn.Linear(d_inner, d_model, bias=False)
+        self.A_log._no_weight_decay = True
+        self.D._no_weight_decay = True
+        with torch.no_grad():
+            bound = dt_rank ** -0.5
+            nn.init.uniform_(self.dt_proj.weight, -bound, bound)
+            dt = torch.exp(torch.rand(d_inner) * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min))
+            dt = dt.clamp_min(dt_floor)
+            self.dt_proj.bias.copy_(dt + torch.log(-torch.expm1(-dt)))  # inverse softplus
+
+    def _ssm_inputs(self, xc: torch.Tensor):
+        """dt (..., Di), B (..., N), C (..., N) from the conv output xc (..., Di)."""
+        dt_low, b, c = self.x_proj(xc).split([self.dt_rank, self.d_state, self.d_state], dim=-1)
+        return F.softplus(self.dt_proj(dt_low)), b, c
+
+    def forward(self, u: torch.Tensor, conv: torch.Tensor | None = None, h: torch.Tensor | None = None,
+                scan: str = "sequential", chunk: int = 64):
+        """u (B, L, D) -> (out (B, L, D), conv state (B, Di, K-1), h (B, Di, N))."""
+        bsz, length, _ = u.shape
+        xi, z = self.in_proj(u).chunk(2, dim=-1)
+        xi = xi.transpose(1, 2)  # (B, Di, L)
+        if conv is None:
+            conv = xi.new_zeros(bsz, self.d_inner, self.d_conv - 1)
+        xcat = torch.cat([conv, xi], dim=2)
+        new_conv = xcat[:, :, xcat.shape[2] - (self.d_conv - 1):]
+        xc = F.silu(F.conv1d(xcat, self.conv1d.weight, self.conv1d.bias, groups=self.d_inner)).transpose(1, 2)
+        dt, b, c = self._ssm_inputs(xc)
+        A = -torch.exp(self.A_log)
+        dA = torch.exp(dt.unsqueeze(-1) * A)  # (B, L, Di, N)
+        dBu = (dt * xc).unsqueeze(-1) * b.unsqueeze(2)
+        if scan == "sequential":
+            y, h = scan_sequential(dA, dBu, c, h)
+        elif scan == "parallel":
+            y, h = scan_parallel(dA, dBu, c, h, chunk)
+        else:
+            raise ValueError(f"unknown scan {scan!r}; expected one of {SCANS}")
+        y = y + self.D * xc
+        return self.out_proj(y * F.silu(z)), new_conv, h
+
+    def step(self, u: torch.Tensor, conv: torch.Tensor, h: torch.Tensor):
+        """One frame: u (B, D), conv (B, Di, K-1), h (B, Di, N) -> (out (B, D), conv, h)."""
+        xi, z = self.in_proj(u).chunk(2, dim=-1)
+        win = torch.cat([conv, xi.unsqueeze(-1)], dim=2)  # (B, Di, K)
+        xc = F.silu((win * self.conv1d.weight[:, 0]).sum(-1) + self.conv1d.bias)
+        dt, b, c = self._ssm_inputs(xc)
+        A = -torch.exp(self.A_log)
+        h = torch.exp(dt.unsqueeze(-1) * A) * h + (dt * xc).unsqueeze(-1) * b.unsqueeze(1)
+        y = torch.einsum("bdn,bn->bd", h, c) + self.D * xc
+        return self.out_proj(y * F.silu(z)), win[:, :, 1:], h
+
+
+class MambaLayer(nn.Module):
+    """Pre-norm residual block ``u + mixer(RMSNorm(u))``."""
+
+    def __init__(self, d_model: int, **mixer_args):
+        super().__init__()
+        self.norm = RMSNorm(d_model)
+        self.mixer = MambaMixer(d_model, **mixer_args)
+
+
+class Mamba(nn.Module):
+    """Mamba sequence model with linear input/output heads and normalisation buffers.
+
+    Args:
+        input_dim, output_dim: features per frame of the input and output.
+        d_model (D), n_layers, d_state (N), d_conv (K), d_inner (Di, default 2 D),
+        dt_rank (R, default ceil(D / 16)).
+        scan: "sequential" (CPU) or "parallel" (GPU) for :meth:`forward`; chunk: parallel chunk.
+
+    ``forward(x)`` maps raw inputs (B, L, input_dim) to raw outputs (B, L, output_dim): the
+    input is normalised and the output denormalised with the ``input_norm``/``output_norm``
+    buffers. :meth:`step` does the same for one frame (B, input_dim) in O(1).
+    """
+
+    def __init__(self, input_dim: int, output_dim: int, d_model: int = 256, n_layers: int = 4,
+                 d_state: int = 16, d_conv: int = 4, d_inner: int | None = None,
+                 dt_rank: int | None = None, scan: str = "sequential", chunk: int = 64):
+        super().__init__()
+        d_inner = 2 * d_model if d_inner is None else d_inner
+        dt_rank = math.ceil(d_model / 16) if dt_rank is None else dt_rank
+        if scan not in SCANS:
+            raise ValueError(f"unknown scan {scan!r}; expected one of {SCANS}")
+        self.hparams = dict(input_dim=input_dim, output_dim=output_dim, d_model=d_model,
+                            n_layers=n_layers, d_state=d_state, d_conv=d_conv, d_inner=d_inner,
+                            dt_rank=dt_rank, scan=scan, chunk=chunk)
+        self.scan, self.chunk = scan, chunk
+        self.input_norm = Normaliser(input_dim)
+        self.output_norm = Normaliser(output_dim)
+        self.in_head = nn.Linear(input_dim, d_model)
+        self.layers = nn.ModuleList(
+            MambaLayer(d_model, d_inner=d_inner, d_state=d_state, d_conv=d_conv, dt_rank=dt_rank)
+            for _ in range(n_layers))
+        self.norm_f = RMSNorm(d_model)
+        self.out_head = nn.Linear(d_model, output_dim)
+        with torch.no_grad():
+            for layer in self.layers:
+                layer.mixer.out_proj.weight.div_(math.sqrt(n_layers))
+
+    def initial_state(self, batch: int = 1) -> MambaState:
+        """Zero state for ``batch`` sequences (dtype/device of the parameters)."""
+        p = self.in_head.weight
+        hp = self.hparams
+        conv = [p.new_zeros(batch, hp["d_inner"], hp["d_conv"] - 1) for _ in self.layers]
+        h = [p.new_zeros(batch, hp["d_inner"], hp["d_state"]) for _ in self.layers]
+        return MambaState(conv, h)
+
+    def forward_with_state(self, x: torch.Tensor, state: MambaState | None = None,
+                           scan: str | None = None) -> tuple[torch.Tensor, MambaState]:
+        """x (B, L, input_dim) from ``state`` (zeros if None) -> (y (B, L, output_dim), last state)."""
+        scan = scan or self.scan
+        u = self.in_head(self.input_norm.normalise(x))
+        convs, hs = [], []
+        for i, layer in enumerate(self.layers):
+            c0 = None if state is None else state.conv[i]
+            h0 = None if state is None else state.h[i]
+            out, c, h = layer.mixer(layer.norm(u), c0, h0, scan, self.chunk)
+            u = u + out
+            convs.append(c)
+            hs.append(h)
+        y = self.output_norm.denormalise(self.out_head(self.norm_f(u)))
+        return y, MambaState(convs, hs)
+
+    def forward(self, x: torch.Tensor, state: MambaState | None = None, scan: str | None = None) -> torch.Tensor:
+        """x (B, L, input_dim) -> y (B, L, output_dim); see :meth:`forward_with_state`."""
+        return self.forward_with_state(x, state, scan)[0]
+
+    def step(self, state: MambaState, x: torch.Tensor) -> tuple[torch.Tensor, MambaState]:
+        """One frame x (B, input_dim) -> (y (B, output_dim), new state); O(1) in time."""
+        u = self.in_head(self.input_norm.normalise(x))
+        convs, hs = [], []
+        for layer, c, h in zip(self.layers, state.conv, state.h):
+            out, c, h = layer.mixer.step(layer.norm(u), c, h)
+            u = u + out
+            convs.append(c)
+            hs.append(h)
+        return self.output_norm.denormalise(self.out_head(self.norm_f(u))), MambaState(convs, hs)
+
+    def rollout_steps(self, x: torch.Tensor, state: MambaState | None = None) -> torch.Tensor:
+        """Run :meth:`step` frame by frame over x (B, L, input_dim) (the slow reference)."""
+        state = self.initial_state(x.shape[0]) if state is None else state
+        ys = []
+        for xt in x.unbind(1):
+            y, state = self.step(state, xt)
+            ys.append(y)
+        return torch.stack(ys, 1)
