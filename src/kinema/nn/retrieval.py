@@ -1,0 +1,167 @@
+"""Retrieval-augmented Mamba controller: next pose from joystick, previous pose and k
+poses retrieved from a motion-matching database.
+
+Per frame the model reads
+
+- ``control`` (B, L, C): the joystick request (12 numbers: future trajectory positions and
+  directions at +20/+40/+60 frames in the current root space),
+- ``pose`` (B, L, P): the previous pose (root-relative pose vector, P = 151 for LaFAN1),
+- ``candidates`` (B, L, k, W): k retrieved database frames expressed in the *current*
+  character's root space. Each row is ``[pose_j (P), pose_{j+1} - pose_j (P), extra]``
+  where ``extra`` may hold contacts, the matching cost, feature residuals (W >= 2P),
+- ``mask`` (B, L, k) bool: which candidates are present (False = dropped / null),
+
+and predicts ``next_pose = pose + delta`` and contact logits.
+
+Retrieval pathway (only with ``use_retrieval=True``):
+
+1. a shared per-candidate encoder ``phi`` (no positional embedding: permutation invariant);
+2. attention from a query made of (control, pose) to ``{phi(c_i)} U {null}``: the learned
+   null token is always a key, so dropping every candidate (candidate dropout in
+   training, the ablation at evaluation) is an input the model has seen;
+3. the attended vector ``r`` (R numbers) joins the backbone input; the backbone's input-head
+   columns for ``r`` start at zero;
+4. a per-dimension copy gate adds the attention-weighted successor deltas of the
+   candidates to the predicted delta; it starts at zero.
+
+Steps 3 and 4 start at zero, so a fresh retrieval model computes exactly what the
+no-retrieval model with the same backbone weights computes, and training moves away from
+that baseline only where the candidates help. With ``use_retrieval=False`` the model *is*
+the reference backbone (:class:`kinema.nn.mamba.Mamba`, 1,833,625 parameters at the
+reference size) and the candidate arguments are rejected rather than ignored.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from kinema.nn.layers import Normaliser
+from kinema.nn.mamba import Mamba, MambaState
+
+
+class RetrievalMamba(nn.Module):
+    """Mamba backbone with an optional retrieval pathway (see the module docstring).
+
+    Args:
+        pose_dim (P), control_dim (C), contact_dim: sizes of pose, joystick and contacts.
+        k: candidates per frame.
+        candidate_dim (W): features per candidate row (default ``2 P + contact_dim + 1``).
+        use_retrieval: build and use the retrieval pathway.
+        retrieval_dim (R): width of the encoded candidates and of ``r``.
+        backbone: keyword arguments of :class:`~kinema.nn.mamba.Mamba` (d_model, n_layers, ...).
+    """
+
+    def __init__(self, pose_dim: int = 151, control_dim: int = 12, contact_dim: int = 2, k: int = 4,
+                 candidate_dim: int | None = None, use_retrieval: bool = True, retrieval_dim: int = 64,
+                 **backbone):
+        super().__init__()
+        candidate_dim = 2 * pose_dim + contact_dim + 1 if candidate_dim is None else candidate_dim
+        if use_retrieval and candidate_dim < 2 * pose_dim:
+            raise ValueError(f"candidate_dim {candidate_dim} must hold pose and successor delta (>= {2 * pose_dim})")
+        self.hparams = dict(pose_dim=pose_dim, control_dim=control_dim, contact_dim=contact_dim, k=k,
+                            candidate_dim=candidate_dim, use_retrieval=use_retrieval,
+                            retrieval_dim=retrieval_dim, **backbone)
+        self.pose_dim, self.control_dim, self.contact_dim = pose_dim, control_dim, contact_dim
+        self.k, self.candidate_dim, self.use_retrieval = k, candidate_dim, use_retrieval
+        extra = retrieval_dim if use_retrieval else 0
+        self.backbone = Mamba(control_dim + pose_dim + extra, pose_dim + contact_dim, **backbone)
+        if use_retrieval:
+            self.candidate_norm = Normaliser(candidate_dim)
+            self.encoder = nn.Sequential(nn.Linear(candidate_dim, 2 * retrieval_dim), nn.ELU(),
+                                         nn.Linear(2 * retrieval_dim, 2 * retrieval_dim))
+            self.query = nn.Linear(control_dim + pose_dim, retrieval_dim)
+            self.null_token = nn.Parameter(torch.randn(2 * retrieval_dim) * 0.02)
+            self.copy_gate = nn.Parameter(torch.zeros(pose_dim))
+            with torch.no_grad():
+                self.backbone.in_head.weight[:, control_dim + pose_dim:] = 0.0
+            self.scale = retrieval_dim ** -0.5
+
+    # -- parts ----------------------------------------------------------------------------
+    def parameter_groups(self) -> dict[str, int]:
+        """Parameter counts by part: where a retrieval model's extra parameters live."""
+        groups = {"backbone": sum(p.numel() for p in self.backbone.parameters())}
+        if self.use_retrieval:
+            r = self.hparams["retrieval_dim"]
+            groups["backbone.in_head columns for r"] = self.backbone.in_head.out_features * r
+            groups["backbone (reference part)"] = groups["backbone"] - groups["backbone.in_head columns for r"]
+            groups["candidate encoder"] = sum(p.numel() for p in self.encoder.parameters())
+            groups["attention query"] = sum(p.numel() for p in self.query.parameters())
+            groups["null token"] = self.null_token.numel()
+            groups["copy gate"] = self.copy_gate.numel()
+        groups["total"] = sum(p.numel() for p in self.parameters())
+        return groups
+
+    def retrieve(self, control: torch.Tensor, pose: torch.Tensor, candidates: torch.Tensor | None,
+                 mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Attend over candidates: (..., C), (..., P), (..., k, W), (..., k) ->
+        (r (..., R), candidate weights (..., k), weighted successor delta (..., P)).
+
+        ``candidates=None`` means every candidate is dropped (only the null token is seen).
+        """
+        lead = pose.shape[:-1]
+        r_dim = self.hparams["retrieval_dim"]
+        q = self.query(torch.cat([control, pose], -1))                         # (..., R)
+        null = self.null_token.expand(*lead, 1, 2 * r_dim)
+        if candidates is None:
+            keys_values = null
+            valid = torch.ones(*lead, 1, dtype=torch.bool, device=pose.device)
+        else:
+            if candidates.shape[-1] != self.candidate_dim or candidates.shape[-2] != self.k:
+                raise ValueError(f"candidates must be (..., {self.k}, {self.candidate_dim}), "
+                                 f"got {tuple(candidates.shape)}")
+            enc = self.encoder(self.candidate_norm.normalise(candidates))      # (..., k, 2R)
+            keys_values = torch.cat([null, enc], -2)
+            present = torch.ones(candidates.shape[:-1], dtype=torch.bool, device=pose.device) \
+                if mask is None else mask.to(torch.bool)
+            valid = torch.cat([torch.ones(*lead, 1, dtype=torch.bool, device=pose.device), present], -1)
+        keys, values = keys_values[..., :r_dim], keys_values[..., r_dim:]
+        logits = (keys @ q.unsqueeze(-1)).squeeze(-1) * self.scale             # (..., 1 + k)
+        weights = torch.softmax(logits.masked_fill(~valid, float("-inf")), -1)
+        r = (weights.unsqueeze(-1) * values).sum(-2)
+        if candidates is None:
+            cand_w = pose.new_zeros(*lead, self.k)
+            cand_delta = torch.zeros_like(pose)
+        else:
+            cand_w = weights[..., 1:]
+            deltas = candidates[..., self.pose_dim:2 * self.pose_dim]
+            cand_delta = (cand_w.unsqueeze(-1) * deltas).sum(-2)
+        return r, cand_w, cand_delta
+
+    def _inputs(self, control, pose, candidates, mask):
+        if not self.use_retrieval:
+            if candidates is not None:
+                raise ValueError("this model was built with use_retrieval=False: it cannot read candidates")
+            return torch.cat([control, pose], -1), None, None
+        r, w, cand_delta = self.retrieve(control, pose, candidates, mask)
+        return torch.cat([control, pose, r], -1), w, cand_delta
+
+    def _outputs(self, pose, y, w, cand_delta) -> dict[str, torch.Tensor]:
+        delta = y[..., :self.pose_dim]
+        if cand_delta is not None:
+            delta = delta + self.copy_gate * cand_delta
+        out = {"pose": pose + delta, "delta": delta, "contact_logits": y[..., self.pose_dim:]}
+        if w is not None:
+            out["candidate_weights"] = w
+        return out
+
+    # -- running ----------------------------------------------------------------------------
+    def forward(self, control: torch.Tensor, pose: torch.Tensor, candidates: torch.Tensor | None = None,
+                mask: torch.Tensor | None = None, state: MambaState | None = None
+                ) -> tuple[dict[str, torch.Tensor], MambaState]:
+        """Whole sequences: control (B, L, C), pose (B, L, P), candidates (B, L, k, W) or None,
+        mask (B, L, k) -> (outputs dict with ``pose`` (B, L, P) = predicted next pose,
+        ``delta``, ``contact_logits`` (B, L, contact_dim), ``candidate_weights``; last state)."""
+        x, w, cand_delta = self._inputs(control, pose, candidates, mask)
+        y, state = self.backbone.forward_with_state(x, state)
+        return self._outputs(pose, y, w, cand_delta), state
+
+    def step(self, state: MambaState, control: torch.Tensor, pose: torch.Tensor,
+             candidates: torch.Tensor | None = None, mask: torch.Tensor | None = None
+             ) -> tuple[dict[str, torch.Tensor], MambaState]:
+        """One frame in O(1): control (B, C), pose (B, P), candidates (B, k, W) -> (outputs, state)."""
+        x, w, cand_delta = self._inputs(control, pose, candidates, mask)
+        y, state = self.backbone.step(state, x)
+        return self._outputs(pose, y, w, cand_delta), state
+
+    def initial_state(self, batch: int = 1) -> MambaState:
+        return self.backbone.initial_state(batch)
