@@ -1,7 +1,8 @@
 """Write one maths function for NumPy arrays and torch tensors.
 
 kinema.maths functions take either library's arrays and return the same kind. torch is
-imported lazily (only when a tensor is passed), so NumPy-only users never import it.
+imported lazily (only when a tensor is passed), so NumPy-only users never import it: this
+module finds torch in ``sys.modules`` and never imports it itself.
 """
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def asarray(x: Array, like: Array | None = None) -> Array:
     """``x`` as an array of the same library, dtype and device as ``like``.
 
     Without ``like``: tensors pass through, anything else becomes a float NumPy array
-    (float64 unless already floating).
+    (float64 unless already floating). With a NumPy ``like``, the result is floating
+    (``like``'s dtype promoted with float32).
     """
     if like is not None and is_torch(like):
         torch = sys.modules["torch"]
@@ -41,6 +43,15 @@ def asarray(x: Array, like: Array | None = None) -> Array:
     if like is not None:
         return x.astype(np.result_type(like.dtype, np.float32), copy=False)
     return x if np.issubdtype(x.dtype, np.floating) else x.astype(np.float64)
+
+
+def promote(*xs: Array) -> tuple[Array, ...]:
+    """Bring arguments to one library: all torch (dtype/device of the first tensor) when any
+    is a tensor, else floating NumPy arrays (each keeps its own float dtype)."""
+    first = next((x for x in xs if is_torch(x)), None)
+    if first is None:
+        return tuple(asarray(x) for x in xs)
+    return tuple(x if is_torch(x) else asarray(x, like=first) for x in xs)
 
 
 def stack(xs: list[Array], axis: int = -1) -> Array:
@@ -76,16 +87,48 @@ def norm(x: Array, keepdims: bool = False) -> Array:
 
 
 def where(cond: Array, a: Array, b: Array) -> Array:
+    """Elementwise ``a if cond else b`` (broadcasting)."""
     return xp(a).where(cond, a, b)
 
 
 def clip(x: Array, lo: float, hi: float) -> Array:
+    """Clamp ``x`` to ``[lo, hi]``."""
     if is_torch(x):
         return x.clamp(lo, hi)
     return np.clip(x, lo, hi)
 
 
 def broadcast_to(x: Array, shape: tuple[int, ...]) -> Array:
+    """View of ``x`` broadcast to ``shape``."""
     if is_torch(x):
         return x.expand(shape)
     return np.broadcast_to(x, shape)
+
+
+def eps(x: Array) -> float:
+    """Machine epsilon of ``x``'s floating dtype."""
+    return float(xp(x).finfo(x.dtype).eps)
+
+
+def moveaxis(x: Array, source: int, destination: int) -> Array:
+    """Move one axis of ``x`` to a new position."""
+    if is_torch(x):
+        return x.movedim(source, destination)
+    return np.moveaxis(x, source, destination)
+
+
+def take_along(x: Array, index: Array, axis: int) -> Array:
+    """``numpy.take_along_axis`` for both libraries (``index`` broadcasts against ``x``)."""
+    if is_torch(x):
+        return sys.modules["torch"].take_along_dim(x, index, dim=axis)
+    return np.take_along_axis(x, index, axis=axis)
+
+
+def matmul_vec(m: Array, v: Array) -> Array:
+    """Matrices (..., N, M) times vectors (..., M) -> (..., N), broadcasting leading dims."""
+    return (m @ v[..., None])[..., 0]
+
+
+def transpose(m: Array) -> Array:
+    """Swap the last two axes."""
+    return m.swapaxes(-1, -2)
