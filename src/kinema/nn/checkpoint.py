@@ -46,8 +46,10 @@ _PICKLE_MAGICS = (b"PK\x03\x04", b"\x80")
 
 
 def unwrap(model: nn.Module) -> nn.Module:
-    """The model inside a DistributedDataParallel / DataParallel wrapper (or itself)."""
-    return getattr(model, "module", model)
+    """The model inside DistributedDataParallel / TrainingLoss wrappers (or itself)."""
+    while hasattr(model, "module") and isinstance(model.module, nn.Module):
+        model = model.module
+    return model
 
 
 def architecture(model: nn.Module) -> dict:
