@@ -148,3 +148,14 @@ def test_write_is_atomic(tmp_path):
 def test_unregistered_model_cannot_be_saved(tmp_path):
     with pytest.raises(CheckpointError, match="cannot checkpoint"):
         save_checkpoint(tmp_path / "x.safetensors", torch.nn.Linear(2, 2))
+
+
+def test_retrieval_mamba_round_trip(tmp_path):
+    from kinema.nn.retrieval import RetrievalMamba
+    torch.manual_seed(0)
+    model = RetrievalMamba(pose_dim=6, control_dim=3, contact_dim=2, k=2, retrieval_dim=8,
+                           d_model=16, n_layers=1, d_state=4)
+    loaded, meta = load_checkpoint(save_checkpoint(tmp_path / "r.safetensors", model))
+    assert meta["architecture"]["hparams"]["d_model"] == 16
+    sd, sd2 = model.state_dict(), loaded.state_dict()
+    assert sd.keys() == sd2.keys() and all(torch.equal(sd[k], sd2[k]) for k in sd)

@@ -29,6 +29,7 @@ from torch import nn
 from kinema.errors import CheckpointError
 from kinema.nn.mamba import Mamba
 from kinema.nn.models import MLP, Autoencoder, CodebookMatching, SequenceMLP
+from kinema.nn.retrieval import RetrievalMamba
 
 FORMAT = "kinema-checkpoint/1"
 META_KEYS = ("config", "normalisation", "loss_weights", "fingerprint")
@@ -40,6 +41,7 @@ MODEL_CLASSES: dict[str, type[nn.Module]] = {
     "SequenceMLP": SequenceMLP,
     "Autoencoder": Autoencoder,
     "CodebookMatching": CodebookMatching,
+    "RetrievalMamba": RetrievalMamba,
 }
 
 _PICKLE_MAGICS = (b"PK\x03\x04", b"\x80")
