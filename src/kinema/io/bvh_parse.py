@@ -231,8 +231,11 @@ def _parse_hierarchy(text: str, path):
             if not (count_tok.isascii() and count_tok.isdigit()) or int(count_tok) > 6:
                 raise FormatError(f"bad channel count {count_tok!r} (0 to 6)", path, line)
             chans = []
-            for _ in range(int(count_tok)):
+            for k in range(int(count_tok)):
                 cline = cur.line()
+                if cline != line:
+                    raise FormatError(f"CHANNELS {count_tok} but {k} channel names for joint {names[j]!r}",
+                                      path, line)
                 c = cur.next("channel name")
                 canon = CHANNEL_NAMES.get(c.lower())
                 if canon is None:
