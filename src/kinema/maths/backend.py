@@ -46,11 +46,17 @@ def asarray(x: Array, like: Array | None = None) -> Array:
 
 
 def promote(*xs: Array) -> tuple[Array, ...]:
-    """Bring arguments to one library: all torch (dtype/device of the first tensor) when any
-    is a tensor, else floating NumPy arrays (each keeps its own float dtype)."""
+    """Bring arguments to one library.
+
+    When any is a tensor, all become tensors with the dtype and device of the first tensor.
+    Otherwise NumPy arrays keep their own float dtype and Python scalars or lists take the
+    dtype of the first NumPy array (so a float ``t`` does not turn float32 into float64).
+    """
     first = next((x for x in xs if is_torch(x)), None)
     if first is None:
-        return tuple(asarray(x) for x in xs)
+        ref = next((x for x in xs if isinstance(x, np.ndarray)), None)
+        return tuple(asarray(x) if isinstance(x, np.ndarray) or ref is None else asarray(x, like=ref)
+                     for x in xs)
     return tuple(x if is_torch(x) else asarray(x, like=first) for x in xs)
 
 

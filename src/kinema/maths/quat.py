@@ -209,19 +209,22 @@ def between(u: Array, v: Array) -> Array:
     """
     u, v = promote(u, v)
     m = xp(u)
-    uv = m.sqrt(dot(u, u, keepdims=True) * dot(v, v, keepdims=True))
-    q = cat([uv + dot(u, v, keepdims=True), cross(u, v)], axis=-1)
-    # (w, xyz) is 2 cos(a/2) |u||v| (cos(a/2), sin(a/2) axis): only at noise level when
-    # u, v are antiparallel (or zero); then use 180 degrees about a perpendicular axis.
-    degenerate = dot(q, q, keepdims=True) <= (100.0 * eps(q) * uv) ** 2
+    uu, vv = dot(u, u, keepdims=True), dot(v, v, keepdims=True)
+    nonzero = (uu > 0) & (vv > 0)
+    u = u / m.sqrt(m.where(uu > 0, uu, 1.0))
+    v = v / m.sqrt(m.where(vv > 0, vv, 1.0))
+    q = cat([1.0 + dot(u, v, keepdims=True), cross(u, v)], axis=-1)
+    # q = 2 cos(a/2) (cos(a/2), sin(a/2) axis) is only at noise level when u and v are
+    # antiparallel (or one is zero); then use 180 degrees about an axis perpendicular to u.
+    degenerate = dot(q, q, keepdims=True) <= (100.0 * eps(q)) ** 2
     ux, uy, uz = u[..., 0:1], u[..., 1:2], u[..., 2:3]
     zero = 0.0 * ux
-    far_from_x = ux * ux < 0.36 * dot(u, u, keepdims=True)
+    far_from_x = ux * ux < 0.36
     perp = m.where(far_from_x, cat([zero, uz, -uy], -1), cat([-uz, zero, ux], -1))  # u x e_x | u x e_y
     turn = cat([zero, perp], axis=-1)
     ident = cat([zero + 1.0, zero, zero, zero], axis=-1)
-    q = m.where(degenerate, m.where(uv > 0, turn, ident), q)
-    return normalize(q)
+    q = m.where(degenerate, m.where(nonzero, turn, ident), q)
+    return q / norm(q, keepdims=True)
 
 
 def to_matrix(q: Array) -> Array:
