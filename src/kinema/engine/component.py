@@ -46,6 +46,12 @@ class Component:
         return self.entity.scene
 
     @property
+    def app(self) -> Any:
+        """The App running this component's scene (None when the scene is driven directly);
+        ``self.app.input`` is the current :class:`~kinema.engine.protocols.InputFrame`."""
+        return self.entity.scene.app
+
+    @property
     def started(self) -> bool:
         return self._state == STARTED
 

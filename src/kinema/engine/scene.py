@@ -36,6 +36,7 @@ class Scene:
 
     def __init__(self, name: str = "scene", capacity: int = 64) -> None:
         self.name = name
+        self.app: Any = None  # the App running this scene (set by the App), for components
         self.transforms = TransformStore(capacity)
         self._entities: dict[Entity, None] = {}
         self._roots: dict[Entity, None] = {}
