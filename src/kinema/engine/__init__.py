@@ -4,6 +4,7 @@
 :class:`Scene` with a fixed time step; the renderer plugs in through
 :class:`~kinema.engine.protocols.RendererBackend`, so this package never imports raylib.
 """
+from kinema.engine.actor import Actor
 from kinema.engine.app import App, RunStats
 from kinema.engine.component import Component
 from kinema.engine.entity import Entity
@@ -14,5 +15,5 @@ from kinema.engine.scene import Scene
 from kinema.engine.time import Time
 from kinema.engine.transforms import TransformStore
 
-__all__ = ["App", "Component", "Entity", "InputFrame", "InputRecorder", "Profiler", "RendererBackend",
+__all__ = ["Actor", "App", "Component", "Entity", "InputFrame", "InputRecorder", "Profiler", "RendererBackend",
            "RunStats", "Scene", "ScriptedInput", "Time", "TransformStore", "dead_zone", "stick"]
