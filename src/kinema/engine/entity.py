@@ -6,6 +6,7 @@ to the parent; world values go through the hierarchy. Getters return copies.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, TypeVar
 
@@ -19,6 +20,19 @@ if TYPE_CHECKING:
     from kinema.engine.scene import Scene
 
 C = TypeVar("C", bound=Component)
+
+
+def _mul_unit(a: list[float], b: list[float]) -> tuple[float, float, float, float]:
+    """Normalised Hamilton product of two (w, x, y, z) quaternions given as Python floats
+    (one entity's rotation: scalar maths beats array dispatch by ~10x here)."""
+    aw, ax, ay, az = a
+    bw, bx, by, bz = b
+    w = aw * bw - ax * bx - ay * by - az * bz
+    x = aw * bx + ax * bw + ay * bz - az * by
+    y = aw * by - ax * bz + ay * bw + az * bx
+    z = aw * bz + ax * by - ay * bx + az * bw
+    n = math.sqrt(w * w + x * x + y * y + z * z)
+    return w / n, x / n, y / n, z / n
 
 
 class Entity:
@@ -201,10 +215,10 @@ class Entity:
         t.set_local(self.slot, position=t.local_pos[self.slot] + np.asarray(delta, np.float32))
 
     def rotate(self, q: Iterable[float]) -> None:
-        """Apply rotation ``q`` (4,) in the entity's own frame: ``rotation = rotation * q``."""
+        """Apply rotation ``q`` (4,) in the entity's own frame: ``rotation = rotation * q``
+        (renormalised, so repeated small rotations do not drift)."""
         t = self.scene.transforms
-        r = quat.mul(t.local_rot[self.slot], np.asarray(q, np.float32))
-        t.set_local(self.slot, rotation=r / np.linalg.norm(r))
+        t.set_local(self.slot, rotation=_mul_unit(t.local_rot[self.slot].tolist(), list(q)))
 
     @property
     def world_position(self) -> np.ndarray:

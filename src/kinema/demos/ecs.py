@@ -1,0 +1,228 @@
+"""``kinema demo ecs``: a solar system built from entities and components.
+
+Shows parenting (moons orbit planets that orbit the sun: each orbit is a spinning pivot
+entity), components with lifecycle hooks (spin, bob, comets spawned and destroyed while the
+scene updates), input (arrow keys / stick x change the time scale, space pauses, "." steps
+one frame while paused), and the three run modes. Headless it writes ``metrics.json`` to
+``--out`` (steps per second, per-component profile, and a hierarchy check: every moon's
+distance to its planet must stay its orbit radius).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from kinema.engine import App, Component, Scene, stick
+from kinema.engine.app import renderer_available
+from kinema.maths import quat
+
+DESCRIPTION = "entities, components and the update loop: a solar system (all three run modes)"
+
+_Y = np.array([0.0, 1.0, 0.0], np.float32)
+
+
+class Spin(Component):
+    """Rotates its entity about its local +Y axis at ``speed`` rad/s."""
+
+    def __init__(self, speed: float) -> None:
+        self.speed = float(speed)
+
+    def update(self, dt: float) -> None:
+        half = 0.5 * self.speed * dt
+        self.entity.rotate((math.cos(half), 0.0, math.sin(half), 0.0))
+
+
+class Bob(Component):
+    """Moves its entity up and down: ``height * sin(2 pi frequency t)`` above its base."""
+
+    def __init__(self, height: float, frequency: float) -> None:
+        self.height, self.frequency = float(height), float(frequency)
+
+    def on_start(self) -> None:
+        self.base = self.entity.position
+        self.t = 0.0
+
+    def update(self, dt: float) -> None:
+        self.t += dt
+        self.entity.position = self.base + _Y * np.float32(self.height * np.sin(2 * np.pi * self.frequency * self.t))
+
+
+class Body(Component):
+    """A sphere of ``radius`` metres drawn in ``color`` (RGBA)."""
+
+    def __init__(self, radius: float, color: tuple[float, float, float, float]) -> None:
+        self.radius, self.color = float(radius), color
+
+    def draw(self, renderer) -> None:
+        debug = getattr(renderer, "debug", None)
+        sphere = getattr(debug, "sphere", None) or getattr(renderer, "draw_sphere", None)
+        if sphere is not None:
+            sphere(self.entity.world_position, self.radius, self.color)
+
+
+class Comet(Component):
+    """Flies in a straight line at ``velocity`` (m/s) and destroys its entity after ``life`` s."""
+
+    def __init__(self, velocity: np.ndarray, life: float) -> None:
+        self.velocity, self.life = np.asarray(velocity, np.float32), float(life)
+
+    def update(self, dt: float) -> None:
+        self.entity.translate(self.velocity * np.float32(dt))
+        self.life -= dt
+        if self.life <= 0:
+            self.entity.destroy()
+
+
+class CometSpawner(Component):
+    """Launches a comet every ``every`` seconds from a seeded random direction."""
+
+    def __init__(self, every: float = 0.5, seed: int = 0) -> None:
+        self.every, self.rng = float(every), np.random.default_rng(seed)
+        self.clock, self.launched = 0.0, 0
+
+    def update(self, dt: float) -> None:
+        self.clock += dt
+        while self.clock >= self.every - 1e-9:  # tolerate the rounding of summed steps
+            self.clock -= self.every
+            direction = self.rng.normal(size=3).astype(np.float32)
+            direction /= np.linalg.norm(direction)
+            comet = self.scene.create_entity("comet", position=-direction * 12, tags=("comet",))
+            comet.add(Comet(direction * 6.0, life=4.0))
+            comet.add(Body(0.08, (0.7, 0.9, 1.0, 1.0)))
+            self.launched += 1
+
+
+PLANET_COLORS = [(0.8, 0.5, 0.3, 1.0), (0.3, 0.6, 0.9, 1.0), (0.9, 0.3, 0.2, 1.0), (0.9, 0.8, 0.5, 1.0),
+                 (0.5, 0.8, 0.6, 1.0), (0.6, 0.5, 0.9, 1.0)]
+
+
+def build(scene: Scene, planets: int = 6, moons: int = 3) -> None:
+    """Sun, ``planets`` planets on spinning pivots, ``moons`` moons per planet."""
+    system = scene.create_entity("system")
+    sun = system.create_child("sun", tags=("star",))
+    sun.add(Spin(0.3))
+    sun.add(Body(1.0, (1.0, 0.8, 0.2, 1.0)))
+    system.add(CometSpawner())
+    for i in range(planets):
+        pivot = system.create_child(f"orbit{i}", rotation=quat.from_axis_angle(_Y, np.float32(i * 2.1)))
+        pivot.add(Spin(1.2 / (1 + i)))
+        planet = pivot.create_child(f"planet{i}", position=(2.5 + 1.6 * i, 0, 0), tags=("planet",))
+        planet.add(Spin(2.0))
+        planet.add(Body(0.25 + 0.05 * (i % 3), PLANET_COLORS[i % len(PLANET_COLORS)]))
+        if i % 2:
+            planet.add(Bob(0.3, 0.2))
+        for k in range(moons):
+            moon_pivot = planet.create_child(f"planet{i}.orbit{k}",
+                                             rotation=quat.from_axis_angle(_Y, np.float32(k * 1.3)))
+            moon_pivot.add(Spin(3.0 + k))
+            moon = moon_pivot.create_child(f"planet{i}.moon{k}", position=(0.5 + 0.2 * k, 0, 0), tags=("moon",))
+            moon.add(Body(0.06, (0.85, 0.85, 0.85, 1.0)))
+
+
+class SolarSystem:
+    """The program: builds the scene, maps input to time control, measures the hierarchy."""
+
+    def __init__(self, planets: int, moons: int) -> None:
+        self.planets, self.moons = planets, moons
+        self.max_moon_error = 0.0
+
+    def start(self, app: App) -> None:
+        self.app = app
+        build(app.scene, self.planets, self.moons)
+
+    def update(self, dt: float) -> None:
+        t, inp = self.app.time, self.app.input
+        if "space" in inp.keys_pressed:
+            t.toggle_pause()
+        if "period" in inp.keys_pressed:
+            t.step_once()
+        x = float(stick(inp, keys={"left": ("left",), "right": ("right",)})[0])
+        if x:
+            t.time_scale = float(np.clip(t.time_scale * (1.0 + x * t.fixed_dt), 0.05, 10.0))
+
+    def late_update(self, dt: float) -> None:
+        scene = self.app.scene
+        for i in range(self.planets):
+            p = scene.find(f"planet{i}").world_position
+            for k in range(self.moons):
+                m = scene.find(f"planet{i}.moon{k}").world_position
+                err = abs(float(np.linalg.norm(m - p)) - (0.5 + 0.2 * k))
+                self.max_moon_error = max(self.max_moon_error, err)
+
+    def gui(self, ui) -> None:
+        write = getattr(ui, "text", None) or getattr(ui, "label", None)
+        if write is not None:
+            t = self.app.time
+            write(f"frame {t.frame}  t={t.total:.2f}s  scale={t.time_scale:.2f}{'  paused' if t.paused else ''}")
+            write(f"entities {len(self.app.scene)}  (space: pause, arrows: time scale, '.': step)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--mode", choices=["auto", "standalone", "headless", "manual"], default="auto",
+                        help="run mode (default: standalone with a display and the renderer, else headless)")
+    parser.add_argument("--headless", action="store_true", help="same as --mode headless")
+    parser.add_argument("--frames", type=int, default=None,
+                        help="fixed steps to run (headless/manual default 600; standalone: until closed)")
+    parser.add_argument("--out", type=Path, default=Path("out/demo_ecs"), help="folder for metrics.json and frames")
+    parser.add_argument("--fps", type=float, default=60.0, help="fixed update rate, Hz")
+    parser.add_argument("--planets", type=int, default=6)
+    parser.add_argument("--moons", type=int, default=3)
+    parser.add_argument("--input", type=Path, default=None, help="scripted input track (.json/.npz) to replay")
+    parser.add_argument("--record-input", type=Path, default=None, help="save the input to this .json/.npz")
+    parser.add_argument("--render", action="store_true",
+                        help="headless: render offscreen every --render-every steps and write PNGs to --out")
+    parser.add_argument("--render-every", type=int, default=30)
+
+
+def run(args: argparse.Namespace) -> int:
+    mode = "headless" if args.headless else args.mode
+    program = SolarSystem(args.planets, args.moons)
+    render = bool(args.render) and renderer_available()
+    if args.render and not render:
+        print("kinema demo ecs: kinema.render is not available; running without rendering")
+    app = App(Scene("solar system"), program, mode=mode, fps=args.fps, input=args.input,
+              record_input=args.record_input, render=render, render_every=args.render_every,
+              capture_dir=args.out / "frames" if render else None, title="kinema: ecs demo",
+              show_profiler=True)
+    frames = args.frames if args.frames is not None or app.mode == "standalone" else 600
+    if app.mode == "manual":  # the caller drives the loop, e.g. from a training script
+        import time as _time
+        t0 = _time.perf_counter()
+        app.step_frames(frames)
+        app.close()
+        steps, wall = app.time.frame, _time.perf_counter() - t0
+        captures = []
+    else:
+        stats = app.run(frames)
+        steps, wall, captures = stats.steps, stats.wall_seconds, stats.captures
+    metrics = {
+        "mode": app.mode,
+        "steps": steps,
+        "sim_seconds": app.time.total,
+        "wall_seconds": wall,
+        "steps_per_second": steps / wall if wall > 0 else None,
+        "entities": len(app.scene),
+        "components": {cls: len(comps) for cls, comps in _count(app.scene).items()},
+        "comets_launched": app.scene.find("system").get(CometSpawner).launched,
+        "comets_alive": len(app.scene.with_tag("comet")),
+        "max_moon_radius_error_m": program.max_moon_error,
+        "profile_ms_per_frame": app.profiler.averages(),
+        "frames_written": [str(p) for p in captures],
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    print(f"ecs demo ({app.mode}): {steps} steps in {wall:.2f} s ({metrics['steps_per_second'] or 0:.0f}/s), "
+          f"{metrics['entities']} entities, moon radius error {program.max_moon_error:.2e} m "
+          f"-> {args.out / 'metrics.json'}")
+    return 0
+
+
+def _count(scene: Scene) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for c in scene.components():
+        out.setdefault(type(c).__name__, []).append(c)
+    return out

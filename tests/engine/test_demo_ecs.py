@@ -1,0 +1,50 @@
+"""``kinema demo ecs`` in headless and manual mode, with and without scripted input."""
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from kinema.cli.main import main as kinema_main
+from kinema.demos import ecs
+
+
+def _run(tmp_path, *argv: str) -> dict:
+    parser = argparse.ArgumentParser()
+    ecs.add_arguments(parser)
+    assert ecs.run(parser.parse_args([*argv, "--out", str(tmp_path)])) == 0
+    return json.loads((tmp_path / "metrics.json").read_text())
+
+
+def test_headless_metrics(tmp_path):
+    m = _run(tmp_path, "--headless", "--frames", "300")
+    assert m["mode"] == "headless" and m["steps"] == 300
+    assert m["sim_seconds"] == pytest.approx(5.0)
+    assert m["max_moon_radius_error_m"] < 1e-4  # moons stay on their orbit through 3 levels of parents
+    assert m["comets_launched"] == 10 and 0 < m["comets_alive"] <= 9  # 4 s lifetime: old ones destroyed
+    assert m["components"]["Spin"] == 1 + 6 + 6 + 6 * 3
+    assert {"Spin", "Bob", "Comet", "program"} <= set(m["profile_ms_per_frame"])
+
+
+def test_manual_mode_matches_headless(tmp_path):
+    a = _run(tmp_path / "a", "--headless", "--frames", "120", "--planets", "2", "--moons", "1")
+    b = _run(tmp_path / "b", "--mode", "manual", "--frames", "120", "--planets", "2", "--moons", "1")
+    assert b["mode"] == "manual" and b["steps"] == 120
+    for key in ("sim_seconds", "entities", "comets_launched", "comets_alive", "max_moon_radius_error_m"):
+        assert a[key] == b[key]
+
+
+def test_scripted_input_pauses_and_speeds_up(tmp_path):
+    track = tmp_path / "keys.json"
+    track.write_text(json.dumps({"version": 1, "fps": 60, "keyframes": [
+        {"time": 0.0}, {"time": 1.0, "keys": ["space"]}, {"time": 1.1},  # pause at 1 s
+        {"time": 2.0, "keys": ["space"]}, {"time": 2.1},                 # resume at 2 s
+    ]}))
+    m = _run(tmp_path, "--headless", "--frames", "180", "--input", str(track))
+    assert m["steps"] == 180 and m["sim_seconds"] == pytest.approx(2.0, abs=1e-9)  # 1 s of 3 was paused
+
+
+def test_cli_entry(tmp_path, capsys):
+    assert kinema_main(["demo", "ecs", "--headless", "--frames", "10", "--out", str(tmp_path)]) == 0
+    assert "10 steps" in capsys.readouterr().out and (tmp_path / "metrics.json").exists()
