@@ -1,0 +1,240 @@
+"""Cameras: view/projection matrices, projection of world points, and a camera rig with
+orbit, third-person follow, fixed and free-fly modes that blends smoothly between them.
+
+All matrices are NumPy ``(4, 4)`` float64, row-major, OpenGL clip conventions (right-handed
+view space looking down -Z, clip z in [-w, w]); ``clip = projection @ view @ [x, y, z, 1]``.
+Pixels count from the top-left corner of the image.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kinema.engine.protocols import InputFrame
+
+MODES = ("orbit", "follow", "fixed", "free")
+
+
+def look_at(eye, target, up=(0.0, 1.0, 0.0)) -> np.ndarray:
+    """(4, 4) view matrix placing ``eye`` at the origin looking at ``target``."""
+    eye, target, up = (np.asarray(v, np.float64) for v in (eye, target, up))
+    f = target - eye
+    f = f / max(np.linalg.norm(f), 1e-12)
+    s = np.cross(f, up)
+    if np.linalg.norm(s) < 1e-9:  # looking straight along up: pick another up
+        s = np.cross(f, np.array([0.0, 0.0, 1.0]))
+    s = s / np.linalg.norm(s)
+    u = np.cross(s, f)
+    m = np.eye(4)
+    m[0, :3], m[1, :3], m[2, :3] = s, u, -f
+    m[:3, 3] = -m[:3, :3] @ eye
+    return m
+
+
+def perspective(fovy_deg: float, aspect: float, near: float, far: float) -> np.ndarray:
+    """(4, 4) perspective projection, vertical field of view in degrees."""
+    t = 1.0 / np.tan(np.radians(fovy_deg) * 0.5)
+    m = np.zeros((4, 4))
+    m[0, 0] = t / aspect
+    m[1, 1] = t
+    m[2, 2] = (far + near) / (near - far)
+    m[2, 3] = 2.0 * far * near / (near - far)
+    m[3, 2] = -1.0
+    return m
+
+
+def orthographic(half_width: float, half_height: float, near: float, far: float) -> np.ndarray:
+    """(4, 4) symmetric orthographic projection."""
+    m = np.eye(4)
+    m[0, 0] = 1.0 / half_width
+    m[1, 1] = 1.0 / half_height
+    m[2, 2] = -2.0 / (far - near)
+    m[2, 3] = -(far + near) / (far - near)
+    return m
+
+
+def project(points, view_projection: np.ndarray, width: int, height: int):
+    """Project world points to pixels.
+
+    Args:
+        points: (..., 3) world positions, metres.
+        view_projection: (4, 4) ``projection @ view``.
+        width, height: image size in pixels.
+
+    Returns:
+        (pixels (..., 2) float64 x right / y down from the top-left, depth (...,) NDC z in
+        [-1, 1], visible (...,) bool: in front of the camera and inside the image).
+    """
+    p = np.asarray(points, np.float64)
+    h = np.concatenate([p, np.ones(p.shape[:-1] + (1,))], axis=-1)
+    c = h @ view_projection.T
+    w = c[..., 3]
+    safe = np.where(np.abs(w) < 1e-12, 1e-12, w)
+    ndc = c[..., :3] / safe[..., None]
+    px = np.stack([(ndc[..., 0] * 0.5 + 0.5) * width, (0.5 - ndc[..., 1] * 0.5) * height], axis=-1)
+    visible = (w > 0) & (px[..., 0] >= 0) & (px[..., 0] < width) & (px[..., 1] >= 0) & (px[..., 1] < height)
+    return px, ndc[..., 2], visible
+
+
+@dataclass
+class Camera:
+    """A perspective camera.
+
+    Attributes:
+        position: (3,) eye position, metres.
+        target: (3,) point looked at.
+        up: (3,) up direction.
+        fovy: vertical field of view, degrees.
+        near, far: clip distances, metres.
+    """
+
+    position: np.ndarray = field(default_factory=lambda: np.array([3.0, 2.0, 5.0]))
+    target: np.ndarray = field(default_factory=lambda: np.array([0.0, 1.0, 0.0]))
+    up: np.ndarray = field(default_factory=lambda: np.array([0.0, 1.0, 0.0]))
+    fovy: float = 45.0
+    near: float = 0.05
+    far: float = 200.0
+
+    def view(self) -> np.ndarray:
+        return look_at(self.position, self.target, self.up)
+
+    def projection(self, aspect: float) -> np.ndarray:
+        return perspective(self.fovy, aspect, self.near, self.far)
+
+    def view_projection(self, aspect: float) -> np.ndarray:
+        return self.projection(aspect) @ self.view()
+
+    def copy(self) -> "Camera":
+        return Camera(self.position.copy(), self.target.copy(), self.up.copy(), self.fovy, self.near, self.far)
+
+
+def _damp(current: np.ndarray, goal: np.ndarray, halflife: float, dt: float) -> np.ndarray:
+    if halflife <= 0.0:
+        return goal.copy()
+    if dt <= 0.0:
+        return current
+    a = 1.0 - 0.5 ** (dt / halflife)
+    return current + (goal - current) * a
+
+
+class CameraRig:
+    """Four camera modes and smooth blending between them.
+
+    Each update computes the goal pose of the active mode and moves the current camera
+    towards it with exponential damping (``halflife`` seconds); switching mode therefore
+    glides from the old view to the new one. ``snap()`` jumps to the goal at once.
+
+    Modes:
+        orbit: around ``focus`` at ``distance``, angles ``yaw``/``pitch`` (radians); mouse
+            drag rotates, wheel zooms.
+        follow: third person behind ``focus`` along ``heading`` (radians about +Y, 0 = +Z),
+            ``follow_distance`` back and ``follow_height`` up.
+        fixed: ``fixed_position`` looking at ``fixed_target`` (or at the focus when None).
+        free: free fly from ``free_position`` with ``free_yaw``/``free_pitch``; WASD/QE
+            move, right mouse drag looks around, shift is faster.
+    """
+
+    def __init__(self, mode: str = "orbit", halflife: float = 0.15):
+        self.mode = "orbit"
+        self.set_mode(mode)
+        self.halflife = float(halflife)
+        self.focus = np.array([0.0, 0.9, 0.0])
+        self.heading = 0.0
+        self.yaw, self.pitch, self.distance = 0.6, 0.25, 4.5
+        self.follow_distance, self.follow_height = 4.0, 1.0
+        self.fixed_position = np.array([0.0, 1.5, 6.0])
+        self.fixed_target: np.ndarray | None = None
+        self.free_position = np.array([0.0, 1.6, 6.0])
+        self.free_yaw, self.free_pitch = np.pi, -0.1
+        self.free_speed = 3.0
+        self.fovy = 45.0
+        self.camera = Camera()
+        self.snap()
+
+    def set_mode(self, mode: str) -> None:
+        if mode not in MODES:
+            raise ValueError(f"unknown camera mode {mode!r}; one of {MODES}")
+        if mode == "free" and self.mode != "free" and hasattr(self, "camera"):
+            # start flying from where the camera is now
+            self.free_position = self.camera.position.copy()
+            d = self.camera.target - self.camera.position
+            self.free_yaw = float(np.arctan2(d[0], d[2]))
+            self.free_pitch = float(np.arcsin(np.clip(d[1] / max(np.linalg.norm(d), 1e-9), -1, 1)))
+        self.mode = mode
+
+    def set_fixed(self, position, target) -> None:
+        """Fixed mode from ``position`` towards ``target``."""
+        self.fixed_position = np.asarray(position, np.float64).copy()
+        self.fixed_target = None if target is None else np.asarray(target, np.float64).copy()
+        self.set_mode("fixed")
+
+    def set_focus(self, position, heading: float | None = None) -> None:
+        """The point the orbit/follow cameras look at (e.g. the character's hips), metres."""
+        self.focus = np.asarray(position, np.float64).copy()
+        if heading is not None:
+            self.heading = float(heading)
+
+    def goal(self) -> Camera:
+        """The camera pose the active mode asks for (before blending)."""
+        if self.mode == "orbit":
+            cp = np.cos(self.pitch)
+            d = np.array([np.sin(self.yaw) * cp, np.sin(self.pitch), np.cos(self.yaw) * cp])
+            pos, tgt = self.focus + d * self.distance, self.focus
+        elif self.mode == "follow":
+            back = -np.array([np.sin(self.heading), 0.0, np.cos(self.heading)])
+            pos = self.focus + back * self.follow_distance + np.array([0.0, self.follow_height, 0.0])
+            tgt = self.focus
+        elif self.mode == "fixed":
+            pos = self.fixed_position
+            tgt = self.focus if self.fixed_target is None else self.fixed_target
+        else:
+            pos = self.free_position
+            tgt = pos + self._free_forward()
+        return Camera(np.array(pos, np.float64), np.array(tgt, np.float64), fovy=self.fovy,
+                      near=self.camera.near if hasattr(self, "camera") else 0.05,
+                      far=self.camera.far if hasattr(self, "camera") else 200.0)
+
+    def _free_forward(self) -> np.ndarray:
+        cp = np.cos(self.free_pitch)
+        return np.array([np.sin(self.free_yaw) * cp, np.sin(self.free_pitch), np.cos(self.free_yaw) * cp])
+
+    def snap(self) -> Camera:
+        """Jump to the goal pose (no blending)."""
+        self.camera = self.goal()
+        return self.camera
+
+    def update(self, dt: float) -> Camera:
+        """Blend the current camera towards the goal over ``dt`` seconds."""
+        g = self.goal()
+        self.camera.position = _damp(self.camera.position, g.position, self.halflife, dt)
+        self.camera.target = _damp(self.camera.target, g.target, self.halflife, dt)
+        self.camera.fovy = g.fovy
+        return self.camera
+
+    def handle_input(self, inp: InputFrame, dt: float) -> None:
+        """Mouse/keyboard controls for the active mode (call once per frame)."""
+        delta = np.asarray(inp.mouse_delta, np.float64)
+        if self.mode == "orbit":
+            if "left" in inp.mouse_buttons or "right" in inp.mouse_buttons:
+                self.yaw -= delta[0] * 0.006
+                self.pitch = float(np.clip(self.pitch + delta[1] * 0.006, -1.45, 1.45))
+            if inp.mouse_wheel:
+                self.distance = float(np.clip(self.distance * (0.9 ** inp.mouse_wheel), 0.5, 100.0))
+        elif self.mode == "follow":
+            if inp.mouse_wheel:
+                self.follow_distance = float(np.clip(self.follow_distance * (0.9 ** inp.mouse_wheel), 0.5, 50.0))
+        elif self.mode == "free":
+            if "right" in inp.mouse_buttons:
+                self.free_yaw -= delta[0] * 0.004
+                self.free_pitch = float(np.clip(self.free_pitch - delta[1] * 0.004, -1.5, 1.5))
+            fwd = self._free_forward()
+            right = np.cross(fwd, [0.0, 1.0, 0.0])
+            right /= max(np.linalg.norm(right), 1e-9)
+            move = np.zeros(3)
+            keys = inp.keys_down
+            move += fwd * (("w" in keys) - ("s" in keys))
+            move += right * (("d" in keys) - ("a" in keys))
+            move[1] += ("e" in keys) - ("q" in keys)
+            speed = self.free_speed * (3.0 if "left_shift" in keys else 1.0)
+            self.free_position = self.free_position + move * speed * dt

@@ -1,0 +1,115 @@
+"""Skinned characters on the GPU: mesh upload and per-frame bone matrices.
+
+The vertex shader blends 4 bone matrices per vertex (linear-blend skinning); the CPU only
+computes one ``(J, 4, 4)`` skinning matrix array per character per frame:
+``skin[j] = world[j] @ inverse_bind[j]``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kinema.errors import KinemaError
+from kinema.io.character import Character
+from kinema.maths import quat
+from kinema.render import gl
+
+MAX_BONES = 256
+
+
+def world_matrices(global_rotations, global_positions) -> np.ndarray:
+    """(..., J, 4, 4) rigid matrices from world rotations (..., J, 4) w,x,y,z and positions (..., J, 3)."""
+    r = np.asarray(global_rotations, np.float64)
+    p = np.asarray(global_positions, np.float64)
+    m = np.zeros(r.shape[:-1] + (4, 4))
+    m[..., :3, :3] = quat.to_matrix(r)
+    m[..., :3, 3] = p
+    m[..., 3, 3] = 1.0
+    return m
+
+
+def skinning_matrices(character: Character, global_rotations, global_positions) -> np.ndarray:
+    """(J, 4, 4) float32 bone matrices ``world @ inverse_bind`` for one pose of ``character``.
+
+    Args:
+        global_rotations: (J, 4) world joint rotations (w, x, y, z).
+        global_positions: (J, 3) world joint positions, metres.
+    """
+    w = world_matrices(global_rotations, global_positions)
+    if w.shape[-3] != character.inverse_bind.shape[0]:
+        raise KinemaError(f"character {character.name!r} has {character.inverse_bind.shape[0]} joints, "
+                          f"pose has {w.shape[-3]}")
+    return (w @ character.inverse_bind.astype(np.float64)).astype(np.float32)
+
+
+def top4_influences(joints: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The 4 largest influences per vertex, renormalised: ((V, 4) float32 indices, (V, 4) weights)."""
+    j = np.asarray(joints)
+    w = np.asarray(weights, np.float64)
+    if w.shape[1] < 4:
+        pad = 4 - w.shape[1]
+        j = np.concatenate([j, np.zeros((j.shape[0], pad), j.dtype)], 1)
+        w = np.concatenate([w, np.zeros((w.shape[0], pad))], 1)
+    order = np.argsort(-w, axis=1)[:, :4]
+    j4 = np.take_along_axis(j, order, 1)
+    w4 = np.take_along_axis(w, order, 1)
+    s = w4.sum(1, keepdims=True)
+    w4 = np.where(s > 1e-9, w4 / np.where(s > 1e-9, s, 1.0), np.array([1.0, 0, 0, 0]))
+    return j4.astype(np.float32), w4.astype(np.float32)
+
+
+class GpuMesh:
+    """One mesh of a character uploaded to the GPU (VAO, optional texture)."""
+
+    def __init__(self, mesh) -> None:
+        j4, w4 = top4_influences(mesh.joints, mesh.weights)
+        pos = np.asarray(mesh.positions, np.float32)
+        nrm = np.asarray(mesh.normals, np.float32)
+        uv = np.zeros((pos.shape[0], 2), np.float32) if mesh.uvs is None else np.asarray(mesh.uvs, np.float32)
+        idx = np.asarray(mesh.indices).reshape(-1, 3)
+        attrs = {gl.ATTR_POSITION: pos, gl.ATTR_NORMAL: nrm, gl.ATTR_TEXCOORD: uv,
+                 gl.ATTR_BONE_INDICES: j4, gl.ATTR_BONE_WEIGHTS: w4}
+        if pos.shape[0] <= 65535:
+            self.vao = gl.VertexArray(attrs, indices=idx.astype(np.uint16))
+        else:  # rlgl draws 16-bit indices: expand large meshes to a triangle soup
+            flat = idx.ravel()
+            self.vao = gl.VertexArray({k: v[flat] for k, v in attrs.items()})
+        self.base_color = np.asarray(mesh.base_color, np.float32).reshape(4)
+        self.texture = 0 if mesh.texture is None else gl.load_texture_rgba(mesh.texture)
+        self.num_triangles = idx.shape[0]
+
+    def unload(self) -> None:
+        self.vao.unload()
+        if self.texture:
+            import pyray as rl
+            rl.rl_unload_texture(self.texture)
+            self.texture = 0
+
+
+class CharacterModel:
+    """A :class:`~kinema.io.character.Character` ready to draw many times per frame.
+
+    Create it through :meth:`kinema.render.Renderer.load_character` (needs an open renderer).
+    """
+
+    def __init__(self, character: Character) -> None:
+        if not character.has_mesh:
+            raise KinemaError(f"character {character.name!r} has no mesh to draw (use draw_body for skeletons)")
+        nj = character.inverse_bind.shape[0]
+        if nj > MAX_BONES:
+            raise KinemaError(f"character {character.name!r} has {nj} joints; the skinning shader takes {MAX_BONES}")
+        self.character = character
+        self.meshes = [GpuMesh(m) for m in character.meshes]
+
+    @property
+    def num_joints(self) -> int:
+        return int(self.character.inverse_bind.shape[0])
+
+    def bind_pose(self) -> tuple[np.ndarray, np.ndarray]:
+        """World (rotations (J, 4), positions (J, 3)) of the bind pose (from the inverse bind matrices)."""
+        m = np.linalg.inv(self.character.inverse_bind.astype(np.float64))
+        return quat.from_matrix(m[:, :3, :3]), m[:, :3, 3]
+
+    def unload(self) -> None:
+        for m in self.meshes:
+            m.unload()
+        self.meshes = []
