@@ -182,3 +182,12 @@ def test_numpy_use_never_imports_torch():
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_log_and_euler_ignore_quaternion_scale(randoms, edges):
+    # scaled (non-unit) inputs describe the same rotation: log, to_euler and angle agree
+    q = np.concatenate([randoms, edges])
+    for c in (1e-6, 1e-3, 7.0):
+        np.testing.assert_allclose(quat.log(c * q), quat.log(q), atol=1e-9)
+        np.testing.assert_allclose(quat.to_euler(c * q, "zxy"), quat.to_euler(q, "zxy"), atol=1e-9)
+        np.testing.assert_allclose(quat.angle(c * q, q), 0.0, atol=1e-7)

@@ -124,7 +124,7 @@ def log(q: Array) -> Array:
     m = xp(q)
     w, u = q[..., :1], q[..., 1:]
     s2 = dot(u, u, keepdims=True)
-    series = (s2 < 1e-8) & (w > 0)
+    series = (s2 < 1e-8 * w * w) & (w > 0)  # |xyz| / w < 1e-4: series error below 1e-17
     # zero vector part with w <= 0: a rotation by 2 pi, any axis; we pick x
     full_turn = (s2 == 0) & ~(w > 0)
     s = m.sqrt(m.where(series | full_turn, 1.0, s2))
