@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 C = TypeVar("C", bound=Component)
 
 
-def _mul_unit(a: list[float], b: list[float]) -> tuple[float, float, float, float]:
+def _mul_unit(a: Iterable[float], b: Iterable[float]) -> tuple[float, float, float, float]:
     """Normalised Hamilton product of two (w, x, y, z) quaternions given as Python floats
     (one entity's rotation: scalar maths beats array dispatch by ~10x here)."""
     aw, ax, ay, az = a
@@ -217,8 +217,9 @@ class Entity:
     def rotate(self, q: Iterable[float]) -> None:
         """Apply rotation ``q`` (4,) in the entity's own frame: ``rotation = rotation * q``
         (renormalised, so repeated small rotations do not drift)."""
-        t = self.scene.transforms
-        t.set_local(self.slot, rotation=_mul_unit(t.local_rot[self.slot].tolist(), list(q)))
+        t, slot = self.scene.transforms, self.slot
+        t.local_rot[slot] = _mul_unit(t.local_rot[slot].tolist(), q)
+        t.mark_dirty(slot)
 
     @property
     def world_position(self) -> np.ndarray:

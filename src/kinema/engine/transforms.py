@@ -70,16 +70,16 @@ class TransformStore:
 
     def allocate(self, parent: int = -1) -> int:
         """A fresh slot with the identity local transform under ``parent`` (-1: root)."""
-        if self._free:
+        if self._free:  # a reused slot: reset it (fresh slots are initialised by _grow)
             slot = self._free.pop()
+            self.local_pos[slot] = 0
+            self.local_rot[slot] = (1, 0, 0, 0)
+            self.local_scale[slot] = 1
         else:
             if self._size == self.capacity:
                 self._grow(self.capacity * _GROW)
             slot = self._size
             self._size += 1
-        self.local_pos[slot] = 0
-        self.local_rot[slot] = (1, 0, 0, 0)
-        self.local_scale[slot] = 1
         self.alive[slot] = True
         self.parent[slot] = parent
         self.depth[slot] = 0 if parent < 0 else self.depth[parent] + 1
