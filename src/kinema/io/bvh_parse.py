@@ -20,6 +20,9 @@ from kinema.errors import FormatError
 #: Valid channel names (canonical spelling), keyed by their lower-case form.
 CHANNEL_NAMES = {f"{a}{k}".lower(): f"{a.upper()}{k}" for k in ("position", "rotation") for a in "xyz"}
 
+#: Larger magnitudes are refused: no mocap value is near it, and float32 would overflow.
+MAX_ABS_VALUE = 1e30
+
 _MOTION_RE = re.compile(rb"^[ \t]*MOTION[ \t]*\r?$", re.MULTILINE)
 _FRAMES_RE = re.compile(r"^\s*Frames\s*:?\s*(\S+)\s*$", re.IGNORECASE)
 _FRAME_TIME_RE = re.compile(r"^\s*Frame\s*Time\s*:?\s*(\S+)\s*$", re.IGNORECASE)
@@ -144,8 +147,8 @@ class _Cursor:
             v = float(tok)
         except ValueError:
             raise FormatError(f"expected a number for {what}, found {tok!r}", self.path, line) from None
-        if not np.isfinite(v):
-            raise FormatError(f"{what} is not finite ({tok!r})", self.path, line)
+        if not abs(v) < MAX_ABS_VALUE:
+            raise FormatError(f"{what} is not finite or out of range ({tok!r})", self.path, line)
         return v
 
 
@@ -313,6 +316,8 @@ def _parse_values(block: bytes, frames: int, num_channels: int, first_line: int,
     if b"\r" in block:
         block = block.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
     values = None
+    if num_channels == 0 and not block.strip() and block.count(b"\n") >= frames:
+        return np.zeros((frames, 0))            # no channels: one blank line per frame
     if num_channels > 0:
         try:
             with warnings.catch_warnings():
@@ -321,7 +326,8 @@ def _parse_values(block: bytes, frames: int, num_channels: int, first_line: int,
                                     encoding="latin-1")
         except (ValueError, UnicodeDecodeError):
             values = None
-    if values is not None and values.shape == (frames, num_channels) and np.isfinite(values).all():
+    if values is not None and values.shape == (frames, num_channels) and \
+            (values.size == 0 or np.abs(values).max() < MAX_ABS_VALUE):     # also False for NaN
         return values
     _diagnose(block, frames, num_channels, first_line, path)
     # _diagnose found every line fine; only a case the fast reader rejects is left.
@@ -346,11 +352,14 @@ def _diagnose(block: bytes, frames: int, num_channels: int, first_line: int, pat
                               f"(one per channel)", path, lineno)
         for k, t in enumerate(toks):
             try:
+                if b"_" in t:           # Python's float() takes "1_0"; NumPy's reader does not
+                    raise ValueError(t)
                 v = float(t)
             except ValueError:
                 raise FormatError(f"non-numeric value {_decode(t)[:30]!r} in column {k + 1}", path, lineno) from None
-            if not np.isfinite(v):
-                raise FormatError(f"non-finite value {_decode(t)[:30]!r} in column {k + 1}", path, lineno)
+            if not abs(v) < MAX_ABS_VALUE:
+                raise FormatError(f"non-finite or out-of-range value {_decode(t)[:30]!r} in column {k + 1}",
+                                  path, lineno)
     if rows < frames:
         raise FormatError(f"truncated: 'Frames: {frames}' but only {rows} MOTION lines", path, last + 1
                           if rows else first_line)
