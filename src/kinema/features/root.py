@@ -73,6 +73,47 @@ class RootConfig:
                            right_shoulder="Shoulder_R", smoothing="savgol", window=31, order=3),
                        **changes)
 
+    @classmethod
+    def guess(cls, skeleton, **changes) -> "RootConfig":
+        """A config guessed from joint names and the hierarchy, for any biped or quadruped:
+        position under the first joint with three or more children (the pelvis), facing
+        from the left/right pair hanging from it (the hips; one level deeper when that pair
+        sits on the pelvis) and the first left/right pair named shoulder/clavicle (else
+        arm). Falls back to the pelvis' +Z axis when no pair is found. No smoothing."""
+        import re
+        parents = np.asarray(skeleton.parents)
+        counts = np.bincount(parents[parents >= 0], minlength=len(parents))
+        pelvis = int(np.argmax(counts >= 3)) if (counts >= 3).any() else 0
+        try:
+            twin = skeleton.mirror_map()
+        except Exception:  # noqa: BLE001 - any naming the map cannot pair: no lines
+            twin = np.arange(len(parents))
+        offsets = np.linalg.norm(np.asarray(skeleton.offsets), axis=-1)
+
+        def pair(candidates):
+            for j in candidates:
+                if twin[j] != j:
+                    name = skeleton.names[j].lower()
+                    left = "left" in name or re.search(r"(^l|_l$|\bl_)", name) is not None
+                    return (j, int(twin[j])) if left else (int(twin[j]), j)
+            return None
+
+        hips = pair([c for c in range(len(parents)) if parents[c] == pelvis])
+        if hips is not None and offsets[hips[0]] < 0.01:
+            deeper = pair([c for c in range(len(parents)) if parents[c] in hips])
+            hips = deeper or hips
+        shoulders = None
+        for pattern in ("shoulder|clavicle", "arm"):
+            shoulders = pair([j for j, n in enumerate(skeleton.names) if re.search(pattern, n, re.I)])
+            if shoulders:
+                break
+        if hips is None and shoulders is None:
+            return replace(cls(position_joint=pelvis, facing="axis", facing_joint=pelvis), **changes)
+        hips = hips or (None, None)
+        shoulders = shoulders or (None, None)
+        return replace(cls(position_joint=pelvis, left_hip=hips[0], right_hip=hips[1],
+                           left_shoulder=shoulders[0], right_shoulder=shoulders[1]), **changes)
+
 
 @dataclass(eq=False)
 class Root:
