@@ -253,6 +253,12 @@ class Mamba(nn.Module):
         """x (B, L, input_dim) -> y (B, L, output_dim); see :meth:`forward_with_state`."""
         return self.forward_with_state(x, state, scan)[0]
 
+    def training_loss(self, x: torch.Tensor, y: torch.Tensor, state: MambaState | None = None):
+        """Teacher-forced MSE in normalised output units: x (B, L, in), y (B, L, out)."""
+        pred = self(x, state)
+        loss = F.mse_loss(self.output_norm.normalise(pred), self.output_norm.normalise(y))
+        return loss, {"mse": loss.detach()}
+
     def step(self, state: MambaState, x: torch.Tensor) -> tuple[torch.Tensor, MambaState]:
         """One frame x (B, input_dim) -> (y (B, output_dim), new state); O(1) in time."""
         u = self.in_head(self.input_norm.normalise(x))

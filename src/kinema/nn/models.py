@@ -63,31 +63,24 @@ class MLP(nn.Module):
 class SequenceMLP(nn.Module):
     """Predicts ``horizon`` future frames: ``(B, input_dim) -> (B, horizon, frame_dim)``.
 
-    An MLP trunk whose last hidden features are modulated per output frame by FiLM of the
-    normalised frame time t in [0, 1], then a shared frame head (so frames share weights).
-    ``output_norm`` is per frame (frame_dim).
+    An MLP whose output layer emits all frames at once (``horizon * frame_dim``), reshaped to
+    frames; ``output_norm`` is per frame (frame_dim), shared by all future frames.
     """
 
     def __init__(self, input_dim: int, frame_dim: int, horizon: int,
                  hidden: list[int] | tuple[int, ...] = (256, 256), activation: str = "elu",
-                 dropout: float = 0.0):
+                 dropout: float = 0.0, gated: bool = False):
         super().__init__()
         self.hparams = dict(input_dim=input_dim, frame_dim=frame_dim, horizon=horizon,
-                            hidden=list(hidden), activation=activation, dropout=dropout)
+                            hidden=list(hidden), activation=activation, dropout=dropout, gated=gated)
+        self.horizon, self.frame_dim = horizon, frame_dim
         self.input_norm = Normaliser(input_dim)
         self.output_norm = Normaliser(frame_dim)
-        dims = [input_dim, *hidden]
-        self.trunk = nn.Sequential(*(MLPBlock(a, b, activation, dropout) for a, b in zip(dims, dims[1:])))
-        self.time_film = FiLM(dims[-1], 1)
-        nn.init.normal_(self.time_film.proj.weight, std=1.0)  # frames must differ from the start
-        self.frame_block = MLPBlock(dims[-1], dims[-1], activation, dropout)
-        self.head = nn.Linear(dims[-1], frame_dim)
-        self.register_buffer("times", torch.linspace(0.0, 1.0, horizon).unsqueeze(-1), persistent=False)
+        self.net = mlp_stack(input_dim, hidden, horizon * frame_dim, activation, dropout, gated)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.trunk(self.input_norm.normalise(x)).unsqueeze(-2)  # (B, 1, H)
-        h = self.frame_block(self.time_film(h, self.times.to(h.dtype)))  # (B, horizon, H)
-        return self.output_norm.denormalise(self.head(h))
+        h = self.net(self.input_norm.normalise(x)).unflatten(-1, (self.horizon, self.frame_dim))
+        return self.output_norm.denormalise(h)
 
     def training_loss(self, x: torch.Tensor, y: torch.Tensor):
         loss = _normalised_mse(self.output_norm, self(x), y)

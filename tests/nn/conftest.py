@@ -1,0 +1,23 @@
+"""Real motion windows for the nn tests (LaFAN1 walk via kinema.load)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import kinema
+
+
+@pytest.fixture(scope="session")
+def lafan_poses(shared_data) -> torch.Tensor:
+    """(F, 89) float32 poses of a real LaFAN1 walk at 30 fps: 22 local quaternions (w,x,y,z)
+    flattened, then the hips height in metres."""
+    motion = kinema.load(shared_data / "lafan1" / "walk4_subject1.bvh")
+    pose = np.concatenate([motion.rotations.reshape(motion.num_frames, -1), motion.positions[:, 0, 1:2]], -1)
+    return torch.tensor(pose, dtype=torch.float32)
+
+
+@pytest.fixture(scope="session")
+def lafan_motion(shared_data):
+    """The LaFAN1 walk as a kinema Motion."""
+    return kinema.load(shared_data / "lafan1" / "walk4_subject1.bvh")
