@@ -203,7 +203,7 @@ class RecordingRenderer:
     def close(self):
         self.calls.append("close")
         self._open = False
-    def text(self, line): self.calls.append("text")
+    def text(self, line, x, y): self.calls.append("text")
     def draw_sphere(self, *a, **k): self.calls.append("draw_sphere")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 
+import numpy as np
 import pytest
 
 from kinema.cli.main import main as kinema_main
@@ -48,3 +49,36 @@ def test_scripted_input_pauses_and_speeds_up(tmp_path):
 def test_cli_entry(tmp_path, capsys):
     assert kinema_main(["demo", "ecs", "--headless", "--frames", "10", "--out", str(tmp_path)]) == 0
     assert "10 steps" in capsys.readouterr().out and (tmp_path / "metrics.json").exists()
+
+
+def test_renders_offscreen_through_the_real_renderer(tmp_path):
+    """Headless with --render: App + kinema.render.Renderer (raylib, in a subprocess since raylib
+    keeps one GL context per process); every visible body is drawn where it projects."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    import imageio.v3 as iio
+
+    cmd = [sys.executable, "-m", "kinema.cli", "demo", "ecs", "--headless", "--frames", "60", "--render",
+           "--render-every", "30", "--width", "480", "--height", "320", "--no-gui", "--out", str(tmp_path)]
+    if not os.environ.get("DISPLAY"):
+        if shutil.which("xvfb-run") is None:
+            pytest.skip("no display and no xvfb-run for OpenGL")
+        cmd = ["xvfb-run", "-a", "-s", "-screen 0 640x480x24", *cmd]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    m = json.loads((tmp_path / "metrics.json").read_text())
+    assert len(m["frames_written"]) == 2 and m["steps"] == 60
+    img = iio.imread(m["frames_written"][-1]).astype(int)
+    assert img.shape == (320, 480, 3)
+    saturation = img.max(-1) - img.min(-1)  # the floor and sky are grey-ish, every body is coloured
+    checked = 0
+    for name, (x, y) in m["last_frame_pixels"].items():
+        if 40 <= x < 470 and 40 <= y < 310:  # inside the frame, clear of the FPS overlay
+            x, y = int(round(x)), int(round(y))
+            assert saturation[y - 1:y + 2, x - 1:x + 2].max() > 40, name
+            checked += 1
+    assert checked >= 3
+    assert np.median(saturation) < 25  # and most of the image is not a body

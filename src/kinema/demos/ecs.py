@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from kinema.engine import App, Component, Scene, stick
-from kinema.engine.app import renderer_available
+from kinema.engine.app import renderer_available, resolve_mode
 from kinema.maths import quat
 
 DESCRIPTION = "entities, components and the update loop: a solar system (all three run modes)"
@@ -102,7 +102,7 @@ PLANET_COLORS = [(0.8, 0.5, 0.3, 1.0), (0.3, 0.6, 0.9, 1.0), (0.9, 0.3, 0.2, 1.0
 
 def build(scene: Scene, planets: int = 6, moons: int = 3) -> None:
     """Sun, ``planets`` planets on spinning pivots, ``moons`` moons per planet."""
-    system = scene.create_entity("system")
+    system = scene.create_entity("system", position=(0.0, 1.5, 0.0))  # above the renderer's floor
     sun = system.create_child("sun", tags=("star",))
     sun.add(Spin(0.3))
     sun.add(Body(1.0, (1.0, 0.8, 0.2, 1.0)))
@@ -126,8 +126,8 @@ def build(scene: Scene, planets: int = 6, moons: int = 3) -> None:
 class SolarSystem:
     """The program: builds the scene, maps input to time control, measures the hierarchy."""
 
-    def __init__(self, planets: int, moons: int) -> None:
-        self.planets, self.moons = planets, moons
+    def __init__(self, planets: int, moons: int, show_gui: bool = True) -> None:
+        self.planets, self.moons, self.show_gui = planets, moons, show_gui
         self.max_moon_error = 0.0
 
     def start(self, app: App) -> None:
@@ -154,11 +154,14 @@ class SolarSystem:
                 self.max_moon_error = max(self.max_moon_error, err)
 
     def gui(self, ui) -> None:
-        write = getattr(ui, "text", None) or getattr(ui, "label", None)
-        if write is not None:
-            t = self.app.time
-            write(f"frame {t.frame}  t={t.total:.2f}s  scale={t.time_scale:.2f}{'  paused' if t.paused else ''}")
-            write(f"entities {len(self.app.scene)}  (space: pause, arrows: time scale, '.': step)")
+        t = self.app.time
+        lines = [f"frame {t.frame}  t={t.total:.2f}s  scale={t.time_scale:.2f}{'  paused' if t.paused else ''}",
+                 f"entities {len(self.app.scene)}", "space: pause  arrows: time scale  '.': step"]
+        panel, label = getattr(ui, "panel", None), getattr(ui, "label", None)
+        if self.show_gui and panel is not None and label is not None:
+            with panel("solar system", x=self.app.width - 330, y=40, width=320):
+                for line in lines:
+                    label(line)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -176,18 +179,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--render", action="store_true",
                         help="headless: render offscreen every --render-every steps and write PNGs to --out")
     parser.add_argument("--render-every", type=int, default=30)
+    parser.add_argument("--no-gui", action="store_true", help="hide the demo's GUI panel")
+    parser.add_argument("--profiler", action="store_true", help="show the per-component profiler in the GUI")
+    parser.add_argument("--width", type=int, default=1280)
+    parser.add_argument("--height", type=int, default=720)
 
 
 def run(args: argparse.Namespace) -> int:
-    mode = "headless" if args.headless else args.mode
-    program = SolarSystem(args.planets, args.moons)
+    program = SolarSystem(args.planets, args.moons, show_gui=not args.no_gui)
     render = bool(args.render) and renderer_available()
     if args.render and not render:
         print("kinema demo ecs: kinema.render is not available; running without rendering")
-    app = App(Scene("solar system"), program, mode=mode, fps=args.fps, input=args.input,
+    resolved = "headless" if args.headless else resolve_mode(args.mode)
+    renderer = _renderer() if render or resolved == "standalone" else None
+    app = App(Scene("solar system"), program, mode=resolved, fps=args.fps, renderer=renderer, input=args.input,
               record_input=args.record_input, render=render, render_every=args.render_every,
               capture_dir=args.out / "frames" if render else None, title="kinema: ecs demo",
-              show_profiler=True)
+              width=args.width, height=args.height, show_profiler=args.profiler)
     frames = args.frames if args.frames is not None or app.mode == "standalone" else 600
     if app.mode == "manual":  # the caller drives the loop, e.g. from a training script
         import time as _time
@@ -213,12 +221,26 @@ def run(args: argparse.Namespace) -> int:
         "profile_ms_per_frame": app.profiler.averages(),
         "frames_written": [str(p) for p in captures],
     }
+    if renderer is not None and captures and hasattr(renderer, "project"):
+        # where the sun and the planets were on the last written frame (pixels, x right, y down)
+        bodies = [app.scene.find("sun"), *app.scene.with_tag("planet")]
+        pixels = renderer.project(np.array([b.world_position for b in bodies]))[0]
+        metrics["last_frame_pixels"] = {b.name: [float(v) for v in p] for b, p in zip(bodies, pixels)}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     print(f"ecs demo ({app.mode}): {steps} steps in {wall:.2f} s ({metrics['steps_per_second'] or 0:.0f}/s), "
           f"{metrics['entities']} entities, moon radius error {program.max_moon_error:.2e} m "
           f"-> {args.out / 'metrics.json'}")
     return 0
+
+
+def _renderer():
+    """kinema's renderer with a fixed camera above the system (imported only when needed)."""
+    from kinema.render import Renderer
+    r = Renderer()
+    r.camera.set_fixed([0.0, 16.0, 20.0], [0.0, 1.5, 0.0])
+    r.camera.snap()
+    return r
 
 
 def _count(scene: Scene) -> dict[str, list]:

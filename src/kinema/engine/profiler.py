@@ -59,10 +59,17 @@ class Profiler:
         """``rows()`` formatted as text lines."""
         return [f"{name:<24s} {ms:8.3f} ms" for name, ms in self.rows()]
 
-    def gui(self, ui: Any) -> None:
-        """Write :meth:`lines` through the GUI's text/label method when it has one."""
-        write = getattr(ui, "text", None) or getattr(ui, "label", None)
-        if write is None:
+    def gui(self, ui: Any, x: float = 10, y: float = 40, width: float = 320) -> None:
+        """Show :meth:`lines` in the GUI: a panel of labels when ``ui`` has ``panel`` and
+        ``label`` (kinema.render's Ui), else ``text(line, x, y)`` rows, else nothing."""
+        lines = self.lines()
+        panel, label = getattr(ui, "panel", None), getattr(ui, "label", None)
+        if panel is not None and label is not None:
+            with panel("profiler (ms per frame)", x=x, y=y, width=width):
+                for line in lines:
+                    label(line)
             return
-        for line in ["profiler (ms per frame)", *self.lines()]:
-            write(line)
+        text = getattr(ui, "text", None)
+        if text is not None:
+            for i, line in enumerate(["profiler (ms per frame)", *lines]):
+                text(line, x, y + 18 * i)
