@@ -113,3 +113,31 @@ class CharacterModel:
         for m in self.meshes:
             m.unload()
         self.meshes = []
+
+
+def pose_from_motion(character: Character, motion, frames) -> tuple[np.ndarray, np.ndarray]:
+    """World pose of ``character`` driven by ``motion`` at ``frames``, matching joints by name.
+
+    Joints the motion has take its local rotation and translation; the others keep the
+    character's bind local transform. Root translation comes from the motion.
+
+    Args:
+        frames: a frame index or an array of them.
+
+    Returns:
+        (global rotations (..., J, 4), global positions (..., J, 3)) for the character's joints.
+    """
+    from kinema.motion import kinematics
+
+    names = character.skeleton.names
+    index = {n: i for i, n in enumerate(motion.skeleton.names)}
+    src = np.array([index.get(n, -1) for n in names])
+    if not (src >= 0).any():
+        raise KinemaError(f"motion {motion.name!r} shares no joint names with character {character.name!r}")
+    f = np.asarray(frames)
+    rot = np.broadcast_to(character.bind_rotations.astype(np.float64), f.shape + (len(names), 4)).copy()
+    pos = np.broadcast_to(character.bind_positions.astype(np.float64), f.shape + (len(names), 3)).copy()
+    have = src >= 0
+    rot[..., have, :] = motion.rotations[f][..., src[have], :]
+    pos[..., have, :] = motion.positions[f][..., src[have], :]
+    return kinematics.forward(rot, pos, character.skeleton.parents)

@@ -70,10 +70,22 @@ def capsules(a: np.ndarray, b: np.ndarray, radius) -> tuple[np.ndarray, np.ndarr
     return pos.reshape(-1, 3).astype(np.float32), offs.reshape(-1, 3).astype(np.float32)
 
 
+@functools.lru_cache(maxsize=1)
+def sphere_template() -> np.ndarray:
+    """(K, 3) unit-sphere triangle soup: the capsule template without its cylinder band."""
+    end, unit = capsule_template()
+    band = end.reshape(-1, 3).min(1) != end.reshape(-1, 3).max(1)
+    return unit.reshape(-1, 3, 3)[~band].reshape(-1, 3)
+
+
 def spheres(centers: np.ndarray, radius) -> tuple[np.ndarray, np.ndarray]:
     """Spheres at ``centers`` (N, 3) with ``radius`` (N,) or scalar."""
     c = np.asarray(centers, np.float64).reshape(-1, 3)
-    return capsules(c, c, radius)
+    r = np.broadcast_to(np.asarray(radius, np.float64), (c.shape[0],))
+    unit = sphere_template()
+    pos = c[:, None] + unit[None] * r[:, None, None]
+    nrm = np.broadcast_to(unit, pos.shape)
+    return pos.reshape(-1, 3).astype(np.float32), nrm.reshape(-1, 3).astype(np.float32)
 
 
 @functools.lru_cache(maxsize=4)

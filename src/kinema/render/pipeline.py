@@ -53,15 +53,15 @@ class Effects:
     ssao_radius: float = 0.3
     ssao_strength: float = 1.1
     bloom_scale: float = 0.25
-    bloom_threshold: float = 0.8
-    bloom_strength: float = 0.35
+    bloom_threshold: float = 0.92
+    bloom_strength: float = 0.3
     sky_color: tuple[float, float, float] = (0.70, 0.80, 0.90)
     ground_color: tuple[float, float, float] = (0.45, 0.42, 0.40)
     checker_a: tuple[float, float, float] = (0.78, 0.78, 0.76)
     checker_b: tuple[float, float, float] = (0.62, 0.62, 0.62)
     checker_size: float = 1.0
     sun_direction: tuple[float, float, float] = (0.35, 0.85, 0.40)
-    sun_color: tuple[float, float, float] = (1.25, 1.2, 1.1)
+    sun_color: tuple[float, float, float] = (1.05, 1.0, 0.92)
     fog_distance: float = 60.0
 
 

@@ -101,6 +101,7 @@ class Renderer:
         self._frame_start = 0.0
         self._timings: dict[str, float] = {}
         self._models: list[CharacterModel] = []
+        self._model_cache: dict[int, tuple[object, CharacterModel]] = {}
         self.view = np.eye(4)
         self.projection = np.eye(4)
 
@@ -140,6 +141,7 @@ class Renderer:
         for m in self._models:
             m.unload()
         self._models = []
+        self._model_cache = {}
         self._pipeline.unload()
         self._pipeline = None
         rl.close_window()
@@ -165,11 +167,26 @@ class Renderer:
         self._models.append(model)
         return model
 
-    def draw_character(self, model: CharacterModel, global_rotations=None, global_positions=None,
+    def model_for(self, character) -> CharacterModel:
+        """The GPU model of a :class:`Character`, uploaded on first use and cached."""
+        if isinstance(character, CharacterModel):
+            return character
+        key = id(character)
+        entry = self._model_cache.get(key)
+        if entry is None or entry[0] is not character:
+            entry = (character, self.load_character(character))
+            self._model_cache[key] = entry
+        return entry[1]
+
+    def draw_character(self, model, global_rotations=None, global_positions=None,
                        tint=(1.0, 1.0, 1.0, 1.0), bones: np.ndarray | None = None) -> None:
         """Queue a skinned character in the pose given by world joint rotations (J, 4) and
         positions (J, 3), or by precomputed skinning matrices ``bones`` (J, 4, 4). With no
-        pose, the bind pose is drawn."""
+        pose, the bind pose is drawn.
+
+        ``model`` is a :class:`CharacterModel` or a :class:`~kinema.io.character.Character`
+        (uploaded once and cached)."""
+        model = self.model_for(model)
         if bones is None:
             if global_rotations is None:
                 bones = np.broadcast_to(np.eye(4, dtype=np.float32), (model.num_joints, 4, 4))
@@ -177,6 +194,23 @@ class Renderer:
                 bones = skinning_matrices(model.character, global_rotations, global_positions)
         self._queue.characters.append(CharacterDraw(model, np.ascontiguousarray(bones, np.float32),
                                                     np.asarray(tint, np.float32).reshape(4)))
+
+    def draw_actor(self, actor, tint=(1.0, 1.0, 1.0, 1.0)) -> None:
+        """Draw a :class:`kinema.engine.actor.Actor`: its skinned character when it has one
+        whose joints it drives (same count, or every character joint found by name), else a
+        procedural body."""
+        rot, pos = actor.global_rotations(), actor.global_positions()
+        ch = getattr(actor, "character", None)
+        if ch is not None and ch.has_mesh:
+            if rot.shape[0] != ch.skeleton.num_joints:
+                index = {n: i for i, n in enumerate(actor.skeleton.names)}
+                idx = [index.get(n, -1) for n in ch.skeleton.names]
+                if min(idx) >= 0:
+                    rot, pos = rot[idx], pos[idx]
+            if rot.shape[0] == ch.skeleton.num_joints:
+                self.draw_character(ch, rot, pos, tint=tint)
+                return
+        self.draw_body(pos, actor.parents)
 
     def draw_body(self, positions, parents, color=(0.85, 0.55, 0.35, 1.0), thickness: float = 1.0) -> None:
         """Procedural body for a skeleton without mesh: a capsule per bone (world positions (J, 3))."""
@@ -211,8 +245,8 @@ class Renderer:
     def draw_contacts(self, positions, mask, **kw) -> None:
         self.debug.contacts(positions, mask, **kw)
 
-    def draw_skeleton(self, positions, parents, **kw) -> None:
-        self.debug.skeleton(positions, parents, **kw)
+    def draw_skeleton(self, positions, parents, color=(0.95, 0.95, 0.95, 1.0), **kw) -> None:
+        self.debug.skeleton(positions, parents, color, **kw)
 
     def draw_velocities(self, positions, velocities, **kw) -> None:
         self.debug.velocities(positions, velocities, **kw)

@@ -1,0 +1,57 @@
+"""Fixtures for rendering tests: one offscreen renderer per session (raylib has one context)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kinema.data import shared_path
+
+
+def _gl_ready() -> str | None:
+    from kinema.render import display_available
+    if not display_available():
+        return "no display for OpenGL: run under xvfb-run (./run.sh test does)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def renderer():
+    """An open headless :class:`kinema.render.Renderer` (480x320), effects reset per test."""
+    reason = _gl_ready()
+    if reason:
+        pytest.skip(reason)
+    from kinema.render import Renderer
+    r = Renderer(show_fps=False)
+    r.open(480, 320, "kinema tests", headless=True)
+    yield r
+    r.close()
+
+
+@pytest.fixture
+def fresh(renderer):
+    """The session renderer with default effects, a fixed camera and no recording."""
+    from kinema.render import Effects
+    renderer.effects.__dict__.update(Effects().__dict__)
+    renderer.camera.halflife = 0.0
+    renderer.camera.set_fixed([1.6, 1.3, 3.6], [0.0, 0.9, 0.0])
+    renderer.camera.snap()
+    renderer.show_fps = False
+    renderer.stop_recording()
+    renderer.gl_errors()
+    yield renderer
+    renderer.stop_recording()
+
+
+@pytest.fixture(scope="session")
+def geno(shared_data):
+    import kinema
+    path = shared_path("characters", "geno", "geno.glb")
+    if path is None:
+        pytest.skip("geno.glb not in the shared data folder")
+    return kinema.load_character(path)
+
+
+@pytest.fixture(scope="session")
+def lafan_walk(shared_data):
+    import kinema
+    return kinema.load(shared_data / "lafan1" / "push1_subject2.bvh")

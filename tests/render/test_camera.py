@@ -1,0 +1,110 @@
+"""Camera maths and the camera rig (no OpenGL needed)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation
+
+from kinema.engine.protocols import InputFrame
+from kinema.render.camera import CameraRig, look_at, orthographic, perspective, project
+
+
+def test_look_at_is_a_rigid_transform_putting_the_target_on_minus_z():
+    eye, target = np.array([2.0, 1.5, 4.0]), np.array([-0.3, 0.8, 0.1])
+    v = look_at(eye, target)
+    r = v[:3, :3]
+    np.testing.assert_allclose(r @ r.T, np.eye(3), atol=1e-12)
+    assert np.linalg.det(r) == pytest.approx(1.0)
+    np.testing.assert_allclose(v @ np.append(eye, 1), [0, 0, 0, 1], atol=1e-12)
+    t = v @ np.append(target, 1)
+    np.testing.assert_allclose(t[:2], 0, atol=1e-12)
+    assert t[2] == pytest.approx(-np.linalg.norm(target - eye))
+    # camera x axis is horizontal (no roll) for an up vector of +Y
+    assert abs(r[0, 1]) < 1e-12
+
+
+def test_perspective_matches_pinhole_model():
+    fovy, aspect, near, far = 50.0, 16 / 9, 0.1, 100.0
+    p = perspective(fovy, aspect, near, far)
+    f = 1 / np.tan(np.radians(fovy) / 2)
+    pts = np.array([[0.3, -0.2, -2.0], [1.0, 0.5, -7.0]])
+    c = np.c_[pts, np.ones(2)] @ p.T
+    ndc = c[:, :3] / c[:, 3:]
+    np.testing.assert_allclose(ndc[:, 0], f / aspect * pts[:, 0] / -pts[:, 2])
+    np.testing.assert_allclose(ndc[:, 1], f * pts[:, 1] / -pts[:, 2])
+    # near and far planes map to -1 and +1
+    for z, want in ((-near, -1.0), (-far, 1.0)):
+        c = p @ np.array([0, 0, z, 1.0])
+        assert c[2] / c[3] == pytest.approx(want)
+
+
+def test_orthographic_maps_box_to_cube():
+    o = orthographic(2.0, 3.0, 1.0, 11.0)
+    np.testing.assert_allclose(o @ [2.0, -3.0, -1.0, 1.0], [1, -1, -1, 1])
+    np.testing.assert_allclose(o @ [-2.0, 3.0, -11.0, 1.0], [-1, 1, 1, 1])
+
+
+def test_project_pixels_from_top_left_against_scipy_rotation():
+    # camera at the origin rotated 30 degrees about Y, looking along its -Z
+    rot = Rotation.from_euler("y", 30, degrees=True)
+    fwd = rot.apply([0, 0, -1.0])
+    view = look_at([0, 0, 0], fwd)
+    proj = perspective(60.0, 2.0, 0.1, 50.0)
+    w, h = 400, 200
+    # a point 5 m ahead, 1 m up in camera space
+    cam_pt = np.array([0.0, 1.0, -5.0])
+    world = rot.apply(cam_pt)
+    px, depth, vis = project(world, proj @ view, w, h)
+    f = 1 / np.tan(np.radians(30))
+    assert px[0] == pytest.approx(w / 2)
+    assert px[1] == pytest.approx(h / 2 - f * (1 / 5) * h / 2)
+    assert vis and -1 < depth < 1
+    _, _, vis_behind = project(-world, proj @ view, w, h)
+    assert not vis_behind
+
+
+def test_rig_modes_and_snap():
+    rig = CameraRig("orbit")
+    rig.set_focus([1.0, 0.9, 2.0], heading=np.pi / 2)
+    rig.yaw, rig.pitch, rig.distance = 0.0, 0.0, 3.0
+    cam = rig.snap()
+    np.testing.assert_allclose(cam.position, [1.0, 0.9, 5.0])
+    np.testing.assert_allclose(cam.target, [1.0, 0.9, 2.0])
+    rig.set_mode("follow")
+    cam = rig.snap()   # heading +X: camera behind, i.e. at -X
+    np.testing.assert_allclose(cam.position, [1.0 - rig.follow_distance, 0.9 + rig.follow_height, 2.0])
+    rig.set_fixed([5, 5, 5], None)
+    np.testing.assert_allclose(rig.snap().target, [1.0, 0.9, 2.0])
+    with pytest.raises(ValueError):
+        rig.set_mode("dolly")
+
+
+def test_rig_blends_smoothly_between_modes():
+    rig = CameraRig("orbit", halflife=0.2)
+    rig.snap()
+    start = rig.camera.position.copy()
+    rig.set_fixed([6.0, 3.0, -6.0], [0, 1, 0])
+    goal = rig.goal().position
+    dist = [np.linalg.norm(rig.update(1 / 30).position - goal) for _ in range(60)]
+    assert np.all(np.diff(dist) < 0)                     # monotone approach, no jump
+    first_step = np.linalg.norm(start - goal) - dist[0]
+    assert 0 < first_step < 0.2 * np.linalg.norm(start - goal)
+    # exponential damping: 10 half-lives after 2 s
+    assert dist[-1] == pytest.approx(np.linalg.norm(start - goal) * 0.5 ** 10, rel=1e-6)
+
+
+def test_free_fly_moves_with_keys_and_orbit_with_mouse():
+    rig = CameraRig("orbit")
+    rig.snap()
+    rig.set_mode("free")
+    p0 = rig.free_position.copy()
+    fwd = rig._free_forward()
+    rig.handle_input(InputFrame(keys_down=frozenset({"w"})), 0.5)
+    np.testing.assert_allclose(rig.free_position - p0, fwd * rig.free_speed * 0.5)
+    rig.set_mode("orbit")
+    yaw = rig.yaw
+    rig.handle_input(InputFrame(mouse_buttons=frozenset({"left"}), mouse_delta=np.array([10.0, 0.0])), 1 / 60)
+    assert rig.yaw < yaw
+    d = rig.distance
+    rig.handle_input(InputFrame(mouse_wheel=2.0), 1 / 60)
+    assert rig.distance == pytest.approx(d * 0.81)
