@@ -244,6 +244,14 @@ def _channels(doc: gd.Document, graph: _Graph, index: int):
     return out, morph
 
 
+def _stored_fps(anim) -> float | None:
+    """The frame rate kinema's exporter stores in ``extras.kinema.fps``, if any."""
+    extras = anim.extras
+    kin = extras.kinema if isinstance(extras, gd.JsonView) else None
+    fps = kin.fps if isinstance(kin, gd.JsonView) else None
+    return float(fps) if isinstance(fps, (int, float)) and fps > 0 else None
+
+
 def _evaluate(doc: gd.Document, graph: _Graph, index: int, fps: float | None):
     """World matrices (F, J, 4, 4) of the joints over the animation, and the fps used."""
     channels, morph = _channels(doc, graph, index)
@@ -254,7 +262,7 @@ def _evaluate(doc: gd.Document, graph: _Graph, index: int, fps: float | None):
                             "skeletal (node transform) animation")
         raise doc.error(f"animation {name!r} has no node transform channels")
     if fps is None:
-        fps = sg.apparent_fps([c[2] for c in channels])
+        fps = _stored_fps(doc.gltf.animations[index]) or sg.apparent_fps([c[2] for c in channels])
     if not fps > 0:
         raise doc.error(f"fps must be positive, got {fps}")
     start = min(float(c[2][0]) for c in channels)
@@ -541,7 +549,9 @@ def info(path: str | Path) -> dict:
     return _guard(path, run)
 
 
-def save(motion: Motion, path: str | Path, **options) -> None:
-    """Write ``motion`` as a GLB (see :func:`kinema.io.gltf_export.save_glb`)."""
+def save(motion: Motion, path: str | Path, character: Character | None = None,
+         motions: list[Motion] | None = None) -> None:
+    """Write ``motion`` (plus any further ``motions`` on the same skeleton) as a GLB, with
+    ``character``'s skinned meshes when given (see :func:`kinema.io.gltf_export.save_glb`)."""
     from kinema.io.gltf_export import save_glb
-    save_glb(path, motion.skeleton, [motion], **options)
+    save_glb(path, motion.skeleton, [motion, *(motions or [])], character=character)
