@@ -236,17 +236,39 @@ def test_render_order_and_captures(tmp_path):
     assert [p.name for p in stats.captures] == ["frame_000002.png", "frame_000004.png", "frame_000006.png"]
 
 
-def test_standalone_with_injected_renderer_reads_its_input():
+def test_standalone_with_injected_renderer_reads_and_records_its_input(tmp_path):
     scene = Scene()
     walker = scene.create_entity("walker")
     walker.add(Walker())
     r = RecordingRenderer(frames_open=20)
-    app = App(scene, mode="standalone", renderer=r, show_profiler=True)
+    app = App(scene, mode="standalone", renderer=r, show_profiler=True, record_input=tmp_path / "rec.json")
     stats = app.run()  # returns when the "window" closes
     assert stats.rendered == 20 and r.opened_headless is False and "text" in r.calls
     assert app.time.frame >= 5 and app.input.keys_down == {"w"}
     # forward by 2 m/s for however many fixed steps the real time covered
     assert walker.position[2] == pytest.approx(2.0 * app.time.total, abs=1e-4)
+    # the recording replays headless to the same place
+    track = ScriptedInput.load(tmp_path / "rec.json")
+    assert len(track) == app.time.frame
+    scene2 = Scene()
+    scene2.create_entity("walker").add(Walker())
+    App(scene2, mode="headless", input=track).run(frames=len(track))
+    assert scene2.find("walker").position.tobytes() == walker.position.tobytes()
+
+
+def test_engine_never_imports_raylib():
+    import subprocess
+    import sys
+    code = ("import sys, kinema.engine, kinema.demos.ecs; from kinema.engine import App, Scene; "
+            "App(Scene(), mode='headless').run(frames=3); "
+            "assert not {'pyray', 'raylib'} & set(sys.modules), 'raylib imported'")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_auto_mode_follows_the_display(monkeypatch):
+    monkeypatch.setenv("DISPLAY", ":99")
+    assert resolve_mode("auto") == "standalone"  # kinema.render is installed here
 
 
 def test_auto_mode_without_display_is_headless(monkeypatch):

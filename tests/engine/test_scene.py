@@ -214,3 +214,33 @@ def test_adding_entities_is_linear():
     assert grows == sorted(grows) and all(b == 2 * a for a, b in zip(grows, grows[1:]))
     assert len(scene.with_tag("t")) == n + 1
     np.testing.assert_array_equal(scene.find_all("e")[-1].world_position, [0, 0, 0])
+
+
+def test_remove_component_during_update_is_deferred():
+    log: list[str] = []
+
+    class A(Component):
+        def update(self, dt):
+            log.append("a")
+            b = self.entity.get(B)
+            if b is not None:
+                self.entity.remove(b)
+
+    class B(Component):
+        def update(self, dt):
+            log.append("b")
+
+        def on_destroy(self):
+            log.append("b.destroy")
+
+    scene = Scene()
+    e = scene.create_entity("e")
+    e.add(A())
+    b = e.add(B())
+    scene.update(0.1)
+    assert log == ["a", "b.destroy"] and e.get(B) is None and scene.components(B) == []
+    assert b.entity is e  # still knows where it was, but is gone from the scene
+    scene.update(0.1)
+    assert log == ["a", "b.destroy", "a"]
+    with pytest.raises(KinemaError):
+        e.remove(b)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
-from kinema.engine.component import Component
+from kinema.engine.component import DESTROYED, Component
 from kinema.errors import KinemaError
 from kinema.maths import quat
 
@@ -104,7 +104,7 @@ class Entity:
 
     def remove(self, component: Component) -> None:
         """Detach one component (deferred to the end of the step during an update)."""
-        if component.entity is not self:
+        if not isinstance(component, Component) or component.entity is not self or component._state == DESTROYED:
             raise KinemaError(f"{type(component).__name__} is not attached to {self!r}")
         self.scene._remove_component(component)
 
