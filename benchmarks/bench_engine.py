@@ -7,6 +7,8 @@ up to date (as a renderer would need it). Cases:
 * kinema, one batched component that turns all entities with one array operation;
 * peer "dict objects": a plain Python loop over dict-based entities doing the same maths
   with Python floats, world transforms in one parents-first pass per frame (no engine);
+* peer "4x4 matrix per entity": AI4AnimationPy's representation, a NumPy matrix product
+  per entity per turn and per parent composition;
 * building the scene: kinema's ``create_entity`` (amortised O(1)) against appending by
   re-concatenating the transform arrays on every add (AI4AnimationPy's O(N^2) scheme).
 
@@ -129,6 +131,24 @@ def run_naive(n: int, frames: int) -> list[dict]:
     return ents
 
 
+def run_matrices(n: int, frames: int) -> np.ndarray:
+    """AI4AnimationPy-style: a 4x4 NumPy matrix per entity, one matrix product per turn and
+    per parent-to-child composition, Python loop over entities."""
+    parents = _shape(n)
+    local = np.tile(np.eye(4, dtype=np.float32), (n, 1, 1))
+    local[:, :3, 3] = [_offset(i) for i in range(n)]
+    world = local.copy()
+    half = SPEED / 60
+    turn = np.eye(4, dtype=np.float32)
+    turn[[0, 0, 2, 2], [0, 2, 0, 2]] = [math.cos(half), math.sin(half), -math.sin(half), math.cos(half)]
+    for _ in range(frames):
+        for i in range(n):
+            local[i] = local[i] @ turn
+        for i, p in enumerate(parents):
+            world[i] = local[i] if p < 0 else world[p] @ local[i]
+    return world
+
+
 def build_concat(n: int) -> np.ndarray:
     """AI4AnimationPy's scheme: every add concatenates the global (N, 4, 4) transform array."""
     transforms = np.zeros((0, 4, 4), np.float32)
@@ -149,16 +169,20 @@ def main(argv: list[str] | None = None) -> None:
     a = run_kinema(n, 50, True).snapshot()
     b = run_kinema(n, 50, False).snapshot()
     c = np.array([e["wpos"] for e in run_naive(n, 50)], np.float32)
-    np.testing.assert_allclose(a["world_pos"], c, atol=1e-3)
-    np.testing.assert_allclose(b["world_pos"], c, atol=1e-3)
+    d = run_matrices(n, 50)[:, :3, 3]
+    for pos in (a["world_pos"], b["world_pos"], d):
+        np.testing.assert_allclose(pos, c, atol=1e-3)
 
     t_naive = timeit(lambda: run_naive(n, args.peer_frames), repeat=1, warmup=0) / args.peer_frames
+    t_mat = timeit(lambda: run_matrices(n, args.peer_frames // 4), repeat=1, warmup=0) / (args.peer_frames // 4)
     t_obj = timeit(lambda: run_kinema(n, frames, True), repeat=1, warmup=0) / frames
     t_vec = timeit(lambda: run_kinema(n, frames, False), repeat=1, warmup=0) / frames
     rows = [
         ["kinema, Spin component per entity", frames, n, t_obj * frames, 1 / t_obj, t_naive / t_obj],
         ["kinema, one batched component", frames, n, t_vec * frames, 1 / t_vec, t_naive / t_vec],
         ["peer: dict objects, Python loop", args.peer_frames, n, t_naive * args.peer_frames, 1 / t_naive, 1.0],
+        ["peer: 4x4 NumPy matrix per entity", args.peer_frames // 4, n, t_mat * (args.peer_frames // 4), 1 / t_mat,
+         t_naive / t_mat],
     ]
     print_table(f"engine: headless frames/s, {n} entities, 3-level hierarchy (ratio = speed-up over the peer)",
                 ["case", "frames", "entities", "seconds", "frames/s", "ratio"], rows)
