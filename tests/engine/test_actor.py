@@ -101,3 +101,34 @@ def test_draw_uses_what_the_renderer_offers(walk):
     np.testing.assert_allclose(r.got[0], walk.global_positions()[0], atol=2e-4)
     assert r.got[1] is walk.parents
     scene.draw(object())  # a renderer without any of the methods: nothing to do, no error
+
+
+def test_actor_drawn_by_the_real_renderer(tmp_path):
+    """A headless App renders an Actor through kinema.render (subprocess: one GL context per
+    process); the joints project onto pixels that change when the actor is hidden."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import imageio.v3 as iio
+
+    cmd = [sys.executable, str(Path(__file__).with_name("render_actor_script.py")), str(tmp_path)]
+    if not os.environ.get("DISPLAY"):
+        if shutil.which("xvfb-run") is None:
+            pytest.skip("no display and no xvfb-run for OpenGL")
+        cmd = ["xvfb-run", "-a", "-s", "-screen 0 640x480x24", *cmd]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    res = json.loads(done.stdout.strip().splitlines()[-1])
+    assert res["still_open"] and res["frame"] == pytest.approx(30)  # the App left the caller's renderer open
+    with_actor = iio.imread(res["captures"][0]).astype(int)
+    without = iio.imread(res["empty"]).astype(int)
+    diff = np.abs(with_actor - without).max(-1)
+    px = np.round(np.array(res["pixels"])).astype(int)
+    assert all(res["visible"]) and (px[:, 0] > 1).all() and (px[:, 1] > 1).all()
+    hits = [diff[y - 1:y + 2, x - 1:x + 2].max() > 40 for x, y in px]
+    assert np.mean(hits) >= 0.8, hits
+    assert (diff > 40).mean() < 0.2  # the actor, not the whole image, changed
