@@ -1,0 +1,145 @@
+"""Showing a motion clip: load it (with an optional skinned character), pose it per frame,
+frame the camera, draw it. Shared by ``kinema view`` and ``kinema render``."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from kinema.errors import KinemaError, UnsupportedFormatError
+
+MESH_SUFFIXES = {".glb", ".gltf", ".fbx"}
+
+
+def load_character_file(path: str | Path):
+    """A :class:`~kinema.io.character.Character` from any supported file (``character.bin`` too)."""
+    import kinema
+    path = Path(path)
+    try:
+        return kinema.load_character(path)
+    except UnsupportedFormatError:
+        if path.suffix.lower() == ".bin":
+            from kinema.io.character_bin import load_character
+            return load_character(path)
+        raise
+
+
+@dataclass
+class Clip:
+    """A motion ready to show, optionally skinning a character.
+
+    Attributes:
+        motion: the clip.
+        character: skinned character driven by the motion's joints (matched by name), or None
+            for a procedural body.
+        focus: (F, 3) point the cameras follow (centroid of the joints per frame).
+        heading: (F,) facing angle about +Y for the follow camera (from the travel direction).
+    """
+
+    motion: object
+    character: object | None = None
+    focus: np.ndarray = field(default=None)
+    heading: np.ndarray = field(default=None)
+    _poses: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def load(cls, path: str | Path, character: str | Path | None = None) -> "Clip":
+        """Load a motion file; ``character`` names a character file (GLB, FBX, character.bin).
+
+        A GLB/FBX given as ``path`` that holds a mesh is its own character."""
+        import kinema
+        path = Path(path)
+        motion = kinema.load(path)
+        ch = None
+        if character is not None:
+            ch = load_character_file(character)
+        elif path.suffix.lower() in MESH_SUFFIXES:
+            try:
+                ch = load_character_file(path)
+                ch = ch if ch.has_mesh else None
+            except KinemaError:
+                ch = None
+        if ch is not None:
+            shared = set(ch.skeleton.names) & set(motion.skeleton.names)
+            if not shared:
+                raise KinemaError(f"{character or path}: character joints share no names with motion {path.name}")
+        return cls(motion, ch)
+
+    def __post_init__(self) -> None:
+        g = self.motion.global_positions()
+        self.focus = g.mean(axis=1)
+        self.heading = _travel_heading(self.focus, self.motion.fps)
+
+    @property
+    def num_frames(self) -> int:
+        return int(self.motion.num_frames)
+
+    def pose(self, frame: int, mirror: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """World (rotations, positions) at ``frame``: character joints when there is a
+        character, else the motion's joints."""
+        key = bool(mirror)
+        if key not in self._poses:
+            m = self.motion.mirror() if mirror else self.motion
+            if self.character is not None:
+                from kinema.render.characters import pose_from_motion
+                rot, pos = pose_from_motion(self.character, m, np.arange(m.num_frames))
+            else:
+                rot, pos = m.global_rotations(), m.global_positions()
+            self._poses[key] = (np.asarray(rot, np.float32), np.asarray(pos, np.float32))
+        rot, pos = self._poses[key]
+        f = int(np.clip(frame, 0, self.num_frames - 1))
+        return rot[f], pos[f]
+
+    def draw(self, renderer, frame: int, mirror: bool = False, tint=(1.0, 1.0, 1.0, 1.0),
+             skeleton: bool = False) -> None:
+        """Draw the clip at ``frame`` (skinned character or procedural body)."""
+        rot, pos = self.pose(frame, mirror)
+        if self.character is not None:
+            renderer.draw_character(self.character, rot, pos, tint=tint)
+            parents = self.character.skeleton.parents
+        else:
+            renderer.draw_body(pos, self.motion.parents)
+            parents = self.motion.parents
+        if skeleton:
+            renderer.draw_skeleton(pos, parents, (1.0, 1.0, 1.0, 1.0), width=2.0)
+
+    def frame_camera(self, rig, mode: str, frame: int, time: float | None = None) -> None:
+        """Point the camera rig at the clip: ``orbit`` turns slowly around the focus (when
+        ``time`` in seconds is given; else the user's orbit angles stay),
+        ``follow`` trails behind it, ``fixed`` watches from a spot that sees the whole clip."""
+        f = int(np.clip(frame, 0, self.num_frames - 1))
+        focus = self.focus[f]
+        rig.set_focus(focus, heading=float(self.heading[f]))
+        if mode == "fixed":
+            lo, hi = self.focus.min(0), self.focus.max(0)
+            centre = (lo + hi) / 2
+            extent = float(np.linalg.norm(hi - lo)) + 3.0
+            rig.fixed_position = centre + np.array([0.6, 0.5, 1.0]) / np.linalg.norm([0.6, 0.5, 1.0]) * extent
+            rig.fixed_target = None
+            rig.set_mode("fixed")
+        elif mode == "orbit":
+            rig.set_mode("orbit")
+            if time is not None:
+                rig.yaw = 0.6 + 0.35 * time
+        else:
+            rig.set_mode(mode)
+
+
+def _travel_heading(focus: np.ndarray, fps: float, window: float = 0.5) -> np.ndarray:
+    """(F,) heading about +Y (0 = +Z) of the travel direction over +-``window`` seconds,
+    held while the clip stands still."""
+    n = focus.shape[0]
+    k = max(1, int(round(window * fps)))
+    idx = np.arange(n)
+    d = focus[np.minimum(idx + k, n - 1)] - focus[np.maximum(idx - k, 0)]
+    speed = np.hypot(d[:, 0], d[:, 2])
+    heading = np.arctan2(d[:, 0], d[:, 2])
+    moving = speed > 0.1
+    out = np.zeros(n)
+    last = float(heading[np.argmax(moving)]) if moving.any() else 0.0
+    for i in range(n):
+        if moving[i]:
+            last = float(heading[i])
+        out[i] = last
+    return np.unwrap(out)
