@@ -44,7 +44,7 @@ class Scene:
         self._tag_index: dict[str, dict[Entity, None]] = {}
         self._by_type: dict[type, dict[Component, None]] = {}
         self._type_rank: dict[type, int] = {}
-        self._phases: dict[str, list[tuple[type, list[Component]]]] | None = None
+        self._phases: dict[str, list[tuple[type, list[tuple[Component, Any]]]]] | None = None
         self._to_start: list[Component] = []
         self._busy = 0  # > 0 while callbacks run: removals are deferred
         self._pending_entities: list[Entity] = []
@@ -206,10 +206,11 @@ class Scene:
         self._to_start.append(c)
         self._phases = None
 
-    def _phase(self, hook: str) -> list[tuple[type, list[Component]]]:
+    def _phase(self, hook: str) -> list[tuple[type, list[tuple[Component, Any]]]]:
+        """Per hook: (class, [(component, bound hook)]) in run order, rebuilt after changes."""
         if self._phases is None:
             ordered = sorted(self._by_type, key=lambda k: (k.order, self._type_rank[k]))
-            self._phases = {h: [(k, list(self._by_type[k])) for k in ordered
+            self._phases = {h: [(k, [(c, getattr(c, h)) for c in self._by_type[k]]) for k in ordered
                                 if overrides(k, h) and self._by_type[k]] for h in HOOKS}
         return self._phases[hook]
 
@@ -231,9 +232,9 @@ class Scene:
         try:
             for cls, comps in self._phase(hook):
                 t0 = time.perf_counter() if timer is not None else 0.0
-                for c in comps:
+                for c, fn in comps:
                     if c._state == STARTED and c.enabled:
-                        getattr(c, hook)(arg)
+                        fn(arg)
                 if timer is not None:
                     timer.add(cls.__name__, hook, time.perf_counter() - t0)
         finally:
