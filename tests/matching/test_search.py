@@ -1,0 +1,170 @@
+"""SearchIndex returns exactly the brute-force k nearest rows, with every exclusion kind.
+
+The oracle here is an independent float64 computation (not the module's own brute force):
+indices must agree wherever costs are not tied within float32 rounding, and costs must
+agree to float32 precision. Real-feature checks live in test_database.py.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kinema.errors import KinemaError
+from kinema.matching.search import Exclusion, SearchIndex, brute_force
+
+
+def _motion_like(num_clips: int, length: int, dims: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Smooth random-walk clips (frames close to their neighbours, as in mocap features)."""
+    rng = np.random.default_rng(seed)
+    steps = rng.normal(0, 0.05, (num_clips, length, dims)) * rng.uniform(0.2, 2.0, dims)
+    clips = np.cumsum(steps, axis=1) + rng.normal(0, 1, (num_clips, 1, dims))
+    feats = clips.reshape(-1, dims).astype(np.float32)
+    starts = np.arange(num_clips) * length
+    return feats, np.stack([starts, starts + length], axis=1)
+
+
+def _oracle(features, queries, k, allowed):
+    """float64 costs for all rows; (Q, N) with inf where not allowed."""
+    f = features.astype(np.float64)
+    q = queries.astype(np.float64)
+    d = (f * f).sum(1)[None] - 2 * q @ f.T + (q * q).sum(1)[:, None]  # float64: error ~1e-13
+    return np.where(allowed, np.maximum(d, 0), np.inf)
+
+
+def _assert_exact(idx, cost, oracle, k):
+    q = len(oracle)
+    for i in range(q):
+        order = np.argsort(oracle[i], kind="stable")
+        ref = oracle[i][order[:k]]
+        n_ok = int(np.isfinite(ref).sum())
+        assert np.all(idx[i, n_ok:] == -1) and np.all(np.isinf(cost[i, n_ok:]))
+        np.testing.assert_allclose(cost[i, :n_ok], ref[:n_ok], rtol=2e-6, atol=1e-7)
+        got = oracle[i][idx[i, :n_ok]]
+        np.testing.assert_allclose(got, ref[:n_ok], rtol=2e-6, atol=1e-7)  # same costs: same rows up to ties
+        kth = ref[n_ok - 1] if n_ok else -np.inf
+        clear = ref[:n_ok] < kth * (1 - 1e-5) - 1e-7  # rows that beat the k-th without a tie
+        assert set(order[:n_ok][clear]) <= set(idx[i, :n_ok])
+
+
+@pytest.fixture(scope="module")
+def data():
+    feats, ranges = _motion_like(24, 700, 27, seed=0)
+    return feats, ranges, SearchIndex(feats, ranges)
+
+
+def _queries(feats, n, seed, noise=0.05):
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, len(feats), n)
+    return src, (feats[src] + rng.normal(0, noise, (n, feats.shape[1]))).astype(np.float32)
+
+
+def test_matches_oracle_without_exclusions(data):
+    feats, ranges, index = data
+    _, q = _queries(feats, 200, 1)
+    for k in (1, 4, 9):
+        idx, cost = index.search(q, k=k)
+        assert idx.shape == (200, k) and cost.dtype == np.float32
+        _assert_exact(idx, cost, _oracle(feats, q, k, np.ones(len(feats), bool)), k)
+
+
+def test_batched_equals_single_and_module_brute_force(data):
+    feats, ranges, index = data
+    src, q = _queries(feats, 60, 2)
+    ex = Exclusion(current=src, around=15, clip_end=20)
+    bi, bc = index.search(q, k=4, exclude=ex)
+    ri, rc = brute_force(feats, q, k=4, exclude=ex, ranges=ranges)
+    np.testing.assert_array_equal(bi, ri)  # same cost kernel: identical, ties broken by row
+    np.testing.assert_array_equal(bc, rc)
+    for i in range(len(q)):
+        si, sc = index.search(q[i], k=4, exclude=Exclusion(current=int(src[i]), around=15, clip_end=20))
+        np.testing.assert_array_equal(si, bi[i])
+        np.testing.assert_array_equal(sc, bc[i])
+
+
+@pytest.mark.parametrize("around,clip_end", [(0, 0), (20, 0), (20, 20), (200, 60)])
+def test_current_frame_and_clip_end_exclusions(data, around, clip_end):
+    feats, ranges, index = data
+    src, q = _queries(feats, 300, 3, noise=0.01)  # near the current frame: the hard case
+    idx, cost = index.search(q, k=4, exclude=Exclusion(current=src, around=around, clip_end=clip_end))
+    clip = np.searchsorted(ranges[:, 1], np.arange(len(feats)), side="right")
+    rows = np.arange(len(feats))
+    allowed = np.ones((len(q), len(feats)), bool)
+    allowed &= ~((np.abs(rows[None] - src[:, None]) <= around) & (clip[None] == clip[src][:, None]))
+    allowed &= rows[None] < ranges[clip, 1][None] - clip_end
+    _assert_exact(idx, cost, _oracle(feats, q, 4, allowed), 4)
+    # the excluded neighbourhood really is avoided
+    same_clip = clip[np.maximum(idx, 0)] == clip[src][:, None]
+    assert not np.any(same_clip & (np.abs(idx - src[:, None]) <= around))
+
+
+def test_whole_clip_and_mask_exclusions(data):
+    feats, ranges, index = data
+    rng = np.random.default_rng(4)
+    src, q = _queries(feats, 200, 5)
+    clip = np.searchsorted(ranges[:, 1], np.arange(len(feats)), side="right")
+    own = np.stack([clip[src], (clip[src] + 1) % len(ranges)], axis=1)  # own clip and a "twin"
+    mask = rng.random(len(feats)) > 0.3
+    idx, cost = index.search(q, k=4, exclude=Exclusion(clips=own, mask=mask))
+    allowed = mask[None] & (clip[None] != own[:, :1]) & (clip[None] != own[:, 1:])
+    _assert_exact(idx, cost, _oracle(feats, q, 4, allowed), 4)
+    # one list of clips for every query
+    idx, cost = index.search(q, k=4, exclude=Exclusion(clips=[0, 3, 5]))
+    allowed = ~np.isin(clip, [0, 3, 5])[None].repeat(len(q), 0)
+    _assert_exact(idx, cost, _oracle(feats, q, 4, allowed), 4)
+
+
+def test_fewer_allowed_rows_than_k_pads(data):
+    feats, ranges, index = data
+    mask = np.zeros(len(feats), bool)
+    mask[[5, 900, 4000]] = True
+    _, q = _queries(feats, 7, 6)
+    idx, cost = index.search(q, k=5, exclude=Exclusion(mask=mask))
+    assert np.all(np.sort(idx[:, :3], axis=1) == [5, 900, 4000])
+    assert np.all(idx[:, 3:] == -1) and np.all(np.isinf(cost[:, 3:]))
+    idx1, cost1 = index.search(q[0], k=5, exclude=Exclusion(mask=mask))
+    np.testing.assert_array_equal(idx1, idx[0])
+
+
+def test_ties_and_duplicates_break_by_row_index():
+    rng = np.random.default_rng(7)
+    base = rng.integers(-3, 4, (300, 6)).astype(np.float32)  # lattice: many equal costs
+    feats = np.concatenate([base, base, base])  # exact duplicates
+    index = SearchIndex(feats, leaf_size=8, fanout=4, top_nodes=4)
+    q = rng.integers(-3, 4, (200, 6)).astype(np.float32) + 0.5 * rng.integers(0, 2, (200, 6))
+    idx, cost = index.search(q, k=6)
+    ri, rc = brute_force(feats, q, k=6)
+    np.testing.assert_array_equal(idx, ri)
+    np.testing.assert_array_equal(cost, rc)
+    ordered = (cost[:, 1:] > cost[:, :-1]) | ((cost[:, 1:] == cost[:, :-1]) & (idx[:, 1:] > idx[:, :-1]))
+    assert ordered.all()
+
+
+@pytest.mark.parametrize("n,leaf,fanout", [(1, 16, 8), (5, 2, 2), (17, 16, 8), (1000, 4, 16), (4099, 32, 2)])
+def test_sizes_and_tree_shapes(n, leaf, fanout):
+    rng = np.random.default_rng(n)
+    feats = rng.normal(size=(n, 5)).astype(np.float32)
+    index = SearchIndex(feats, leaf_size=leaf, fanout=fanout, rotate=n % 2 == 0)
+    q = rng.normal(size=(50, 5)).astype(np.float32)
+    k = min(3, n)
+    idx, cost = index.search(q, k=k)
+    _assert_exact(idx, cost, _oracle(feats, q, k, np.ones(n, bool)), k)
+    assert sorted(index.perm.tolist()) == list(range(n))
+
+
+def test_bad_input_raises():
+    feats = np.zeros((10, 3), np.float32)
+    with pytest.raises(KinemaError):
+        SearchIndex(np.zeros((0, 3)))
+    with pytest.raises(KinemaError):
+        SearchIndex(feats, leaf_size=6)
+    with pytest.raises(KinemaError):
+        SearchIndex(feats, ranges=np.array([[0, 4], [5, 10]]))
+    index = SearchIndex(feats)
+    with pytest.raises(KinemaError):
+        index.search(np.zeros((2, 4)))
+    with pytest.raises(KinemaError):
+        index.search(np.full(3, np.nan))
+    with pytest.raises(KinemaError):
+        index.search(np.zeros((2, 3)), exclude=Exclusion(current=[1, 2, 3]))
+    with pytest.raises(KinemaError):
+        index.search(np.zeros(3), exclude=Exclusion(mask=np.ones(9, bool)))
