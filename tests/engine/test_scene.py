@@ -66,6 +66,12 @@ def test_world_setters_and_reparent_keep_world():
     np.testing.assert_allclose(b.world_position, [7, 8, 9], atol=1e-5)
     with pytest.raises(KinemaError):
         a.set_parent(b)  # cycle
+    b.set_parent(None, keep_world=True)
+    np.testing.assert_allclose(b.world_position, [7, 8, 9], atol=1e-5)
+    assert b in scene.roots and b not in a.children
+    a.destroy()
+    with pytest.raises(KinemaError):
+        b.set_parent(a)
 
 
 def test_queries_by_name_tag_and_type():

@@ -120,6 +120,8 @@ class Entity:
         """
         if parent is self.parent:
             return
+        if not self.alive or (parent is not None and not parent.alive):
+            raise KinemaError(f"set_parent: {self!r} or {parent!r} has been destroyed")
         if parent is not None:
             if parent.scene is not self.scene:
                 raise KinemaError("set_parent: the parent belongs to another scene")
