@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from kinema.engine import App, Component, Scene, stick
-from kinema.engine.app import renderer_available, resolve_mode
+from kinema.engine.app import display_available, renderer_available, resolve_mode
 from kinema.maths import quat
 
 DESCRIPTION = "entities, components and the update loop: a solar system (all three run modes)"
@@ -187,9 +187,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     program = SolarSystem(args.planets, args.moons, show_gui=not args.no_gui)
-    render = bool(args.render) and renderer_available()
+    render = bool(args.render) and renderer_available() and display_available()
     if args.render and not render:
-        print("kinema demo ecs: kinema.render is not available; running without rendering")
+        print("kinema demo ecs: rendering needs kinema.render and a display (try xvfb-run); running without")
     resolved = "headless" if args.headless else resolve_mode(args.mode)
     renderer = _renderer() if render or resolved == "standalone" else None
     app = App(Scene("solar system"), program, mode=resolved, fps=args.fps, renderer=renderer, input=args.input,
