@@ -144,3 +144,12 @@ def test_bad_dataset_folders_raise(tmp_path, dataset):
         FeatureDataset(tmp_path)
     with pytest.raises(KinemaError, match="already"):
         build_dataset([], dataset.folder)
+
+
+def test_parallel_build_writes_the_same_dataset(walks, tmp_path):
+    spec = FeatureSpec.bandai()
+    one = build_dataset(walks[:3], tmp_path / "one", spec, validation=0.0, progress=False)
+    two = build_dataset(walks[:3], tmp_path / "two", spec, validation=0.0, progress=False, workers=2)
+    assert [(c.name, c.start, c.stop) for c in one.clips] == [(c.name, c.start, c.stop) for c in two.clips]
+    for k in one.caches:
+        np.testing.assert_array_equal(np.asarray(one.caches[k]), np.asarray(two.caches[k]))

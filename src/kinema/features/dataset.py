@@ -154,9 +154,45 @@ def split_by_clip(sources: Sequence[str], validation: float | Iterable[str], see
     return {s: ("validation" if s in val else "train") for s in unique}
 
 
+@dataclass(frozen=True)
+class _Setup:
+    """What every clip job needs (picklable, for worker processes)."""
+
+    spec: FeatureSpec
+    joints: np.ndarray
+    contact_joints: np.ndarray
+    mirror_map: np.ndarray | None
+    mirror: bool
+    names: tuple[str, ...]
+    parents: tuple[int, ...]
+    load_options: dict
+
+
+def _load(path: Path, setup_fps: float, load_options: dict):
+    import kinema
+    motion = kinema.load(path, **load_options)
+    return motion if motion.fps == setup_fps else motion.resample(setup_fps)
+
+
+def _clip_job(item, setup: _Setup) -> list[tuple[str, bool, dict[str, np.ndarray]]]:
+    """Caches of one clip (and its mirror): [(name, mirrored, caches)]."""
+    path, motion = item
+    if motion is None:
+        motion = _load(path, setup.spec.fps, setup.load_options)
+    sk = motion.skeleton
+    if tuple(sk.names) != setup.names or tuple(sk.parents.tolist()) != setup.parents:
+        raise KinemaError(f"{path}: its skeleton differs from the first clip's; build one dataset per skeleton")
+    variants = [(motion, False)]
+    if setup.mirror:
+        variants.append((motion.mirror(mapping=setup.mirror_map), True))
+    return [(m.name or path.stem, mirrored,
+             clip_caches(m, setup.spec, setup.joints, setup.contact_joints, setup.spec.root))
+            for m, mirrored in variants]
+
+
 def build_dataset(paths: Sequence[str | Path], out_dir: str | Path, spec: FeatureSpec | None = None, *,
                   mirror: bool = False, validation: float | Iterable[str] = 0.1, seed: int = 0,
-                  progress: bool = True, load_options: dict | None = None) -> "FeatureDataset":
+                  progress: bool = True, load_options: dict | None = None, workers: int = 1) -> "FeatureDataset":
     """Load, resample, (mirror,) compute per-frame caches and write them to ``out_dir``.
 
     Args:
@@ -168,56 +204,63 @@ def build_dataset(paths: Sequence[str | Path], out_dir: str | Path, spec: Featur
         seed: for the split.
         progress: show a tqdm bar.
         load_options: passed to :func:`kinema.load`.
+        workers: processes computing clip caches in parallel (1: in this process); the
+            caches are written in file order either way, so the result is identical.
     Returns:
         the opened :class:`FeatureDataset` with normalisation computed and saved.
     """
-    import kinema
     spec = spec or FeatureSpec()
     out = Path(out_dir)
     if (out / "dataset.json").exists():
         raise KinemaError(f"{out} already holds a dataset; choose an empty folder")
-    out.mkdir(parents=True, exist_ok=True)
     paths = [Path(p) for p in paths]
     if not paths:
         raise KinemaError("build_dataset needs at least one motion file")
+    out.mkdir(parents=True, exist_ok=True)
+    load_options = dict(load_options or {})
+    first = _load(paths[0], spec.fps, load_options)
+    skeleton = first.skeleton
+    spec = replace(spec, root=spec.root or RootConfig.guess(skeleton))
+    joints = np.arange(skeleton.num_joints) if spec.joints is None else \
+        np.array([resolve_joint(skeleton, j) for j in spec.joints], np.int64)
+    contact_joints = np.array([resolve_joint(skeleton, j) for j in spec.contact_joints], np.int64)
+    try:
+        mirror_map = skeleton.mirror_map()
+    except KinemaError:
+        if mirror:
+            raise
+        mirror_map = None
+    setup = _Setup(spec, joints, contact_joints, mirror_map, mirror, tuple(skeleton.names),
+                   tuple(skeleton.parents.tolist()), load_options)
+    items = [(paths[0], first)] + [(p, None) for p in paths[1:]]
     files = {name: open(out / f"{name}.f32", "wb") for name in _CACHES}
     clips: list[ClipInfo] = []
-    skeleton = None
     total = 0
     shapes: dict[str, tuple[int, ...]] = {}
+    pool = None
     try:
+        from functools import partial
+
         from tqdm import tqdm
-        for path in tqdm(paths, desc="features", unit="clip", disable=not progress):
-            motion = kinema.load(path, **(load_options or {}))
-            if motion.fps != spec.fps:
-                motion = motion.resample(spec.fps)
-            if skeleton is None:
-                skeleton = motion.skeleton
-                root_config = spec.root or RootConfig.guess(skeleton)
-                spec = replace(spec, root=root_config)
-                joints = np.arange(skeleton.num_joints) if spec.joints is None else \
-                    np.array([resolve_joint(skeleton, j) for j in spec.joints], np.int64)
-                contact_joints = np.array([resolve_joint(skeleton, j) for j in spec.contact_joints], np.int64)
-                try:
-                    mirror_map = skeleton.mirror_map()
-                except KinemaError:
-                    if mirror:
-                        raise
-                    mirror_map = None
-            elif not skeleton.same_topology(motion.skeleton):
-                raise KinemaError(f"{path}: its skeleton differs from the first clip's; build one dataset per skeleton")
-            variants = [(motion, False)]
-            if mirror:
-                variants.append((motion.mirror(mapping=mirror_map), True))
-            for m, mirrored in variants:
-                caches = clip_caches(m, spec, joints, contact_joints, spec.root)
-                n = m.num_frames
-                for name, arr in caches.items():
-                    shapes[name] = arr.shape[1:]
-                    files[name].write(np.ascontiguousarray(arr, np.float32).tobytes())
-                clips.append(ClipInfo(m.name or path.stem, str(path), total, total + n, mirrored))
+        job = partial(_clip_job, setup=setup)
+        if workers > 1 and len(items) > 1:
+            from concurrent.futures import ProcessPoolExecutor
+            pool = ProcessPoolExecutor(max_workers=workers)
+            results = pool.map(job, items, chunksize=max(1, min(8, len(items) // (4 * workers))))
+        else:
+            results = map(job, items)
+        for (path, _), variants in tqdm(zip(items, results), total=len(items), desc="features", unit="clip",
+                                        disable=not progress):
+            for name, mirrored, caches in variants:
+                n = caches["positions"].shape[0]
+                for key, arr in caches.items():
+                    shapes[key] = arr.shape[1:]
+                    files[key].write(np.ascontiguousarray(arr, np.float32).tobytes())
+                clips.append(ClipInfo(name, str(path), total, total + n, mirrored))
                 total += n
     finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
         for f in files.values():
             f.close()
     split = split_by_clip([c.source for c in clips], validation, seed)
@@ -410,9 +453,8 @@ class FeatureDataset:
         for i in tqdm(range(0, frames.size, batch_size), desc="normalisation", disable=not progress):
             batch = self.sample(frames[i:i + batch_size])
             for k, v in batch.items():
-                v = v.astype(np.float64)
-                sums[k] = sums.get(k, 0) + v.sum(0)
-                sq[k] = sq.get(k, 0) + (v * v).sum(0)
+                sums[k] = sums.get(k, 0) + v.sum(0, dtype=np.float64)
+                sq[k] = sq.get(k, 0) + np.einsum("bd,bd->d", v, v, dtype=np.float64)
         n = max(frames.size, 1)
         mean = {k: (sums[k] / n).astype(np.float32) for k in sums}
         std = {k: np.sqrt(np.maximum(sq[k] / n - (sums[k] / n) ** 2, 0)).astype(np.float32) for k in sums}

@@ -14,6 +14,7 @@ root's space (:func:`to_root_space`, :func:`vectors_to_root_space`,
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Literal, Union
 
 import numpy as np
@@ -191,15 +192,42 @@ def smooth(x: np.ndarray, mode: Smoothing, window: int = 31, order: int = 3, sig
     if mode == "none" or x.shape[0] < 2:
         return x
     if mode == "savgol":
-        from scipy.signal import savgol_filter
         w = min(int(window), x.shape[0] if x.shape[0] % 2 else x.shape[0] - 1)
         if w <= order:
             return x
-        return savgol_filter(x, w, order, axis=0, mode="interp")
+        return _savgol(x, w, int(order))
     if mode == "gaussian":
         from scipy.ndimage import gaussian_filter1d
         return gaussian_filter1d(x, float(sigma), axis=0, mode="nearest")
     raise KinemaError(f"unknown smoothing {mode!r}; use 'none', 'savgol' or 'gaussian'")
+
+
+@lru_cache(maxsize=32)
+def _savgol_matrices(window: int, order: int) -> tuple[np.ndarray, np.ndarray]:
+    """Savitzky-Golay smoothing weights (window,) for the centre sample, and the
+    (half, window) map from the first ``window`` samples to the fitted values of the first
+    ``half`` samples (the polynomial fit scipy's ``mode="interp"`` uses at the edges)."""
+    half = window // 2
+    t = np.arange(window, dtype=np.float64) - half
+    vander = t[:, None] ** np.arange(order + 1)[None, :]
+    fit = np.linalg.pinv(vander)                      # (order+1, window): samples -> coefficients
+    centre = fit[0]                                   # value of the fit at t = 0
+    edge = vander[:half] @ fit                        # fitted values at the first half samples
+    return centre, edge
+
+
+def _savgol(x: np.ndarray, window: int, order: int) -> np.ndarray:
+    """Savitzky-Golay filter over axis 0 with polynomial-fit edges (scipy's
+    ``savgol_filter(x, window, order, axis=0, mode="interp")``), without a fit per call."""
+    from scipy.ndimage import correlate1d
+    centre, edge = _savgol_matrices(window, order)
+    half = window // 2
+    out = correlate1d(x, centre, axis=0, mode="nearest")
+    flat = x.reshape(x.shape[0], -1)
+    o = out.reshape(x.shape[0], -1)
+    o[:half] = edge @ flat[:window]
+    o[-half:] = (edge @ flat[::-1][:window])[::-1]
+    return out
 
 
 def _planar_unit(d: np.ndarray) -> np.ndarray:
@@ -293,7 +321,11 @@ def yaw_rotate(directions: np.ndarray, v: np.ndarray, inverse: bool = False) -> 
     if inverse:
         s = -s
     x, y, z = v[..., 0], v[..., 1], v[..., 2]
-    return np.stack([c * x + s * z, y, c * z - s * x], axis=-1)
+    out = np.empty(np.broadcast_shapes(v.shape, directions.shape), np.result_type(v, directions))
+    out[..., 0] = c * x + s * z
+    out[..., 1] = y
+    out[..., 2] = c * z - s * x
+    return out
 
 
 def _expand(a: np.ndarray, like: np.ndarray) -> np.ndarray:

@@ -206,8 +206,8 @@ def quat_to_sixd(q: np.ndarray) -> np.ndarray:
 def sixd_to_root_space(directions: np.ndarray, d: np.ndarray) -> np.ndarray:
     """World 6D rotations (..., 6) expressed in the root given by unit floor
     ``directions`` (broadcast (..., 3)): both columns rotated by the inverse yaw."""
-    return np.concatenate([yaw_rotate(directions, d[..., :3], inverse=True),
-                           yaw_rotate(directions, d[..., 3:], inverse=True)], axis=-1)
+    cols = d.reshape(d.shape[:-1] + (2, 3))
+    return yaw_rotate(directions[..., None, :], cols, inverse=True).reshape(d.shape)
 
 
 def joint_trajectory(global_positions: np.ndarray, global_rotations: np.ndarray, root: Root, series,
