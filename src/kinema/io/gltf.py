@@ -32,6 +32,8 @@ from kinema.io.skinning import (linear_blend, pack_influences, transform_normals
 from kinema.motion import Motion, Skeleton
 
 _TRS_PATHS = ("translation", "rotation", "scale")
+#: Longest animation accepted, in output frames (a corrupted key time must not allocate TBs).
+MAX_FRAMES = 1_000_000
 
 
 @dataclass
@@ -54,12 +56,28 @@ class _Graph:
 def _guard(path, fn, *args, **kwargs):
     """Run ``fn``; turn unexpected exceptions on malformed data into FormatError."""
     try:
-        return fn(*args, **kwargs)
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            return _finite(path, fn(*args, **kwargs))
     except KinemaError:
         raise
     except (ValueError, KeyError, IndexError, TypeError, AttributeError, struct.error,
-            OverflowError, ZeroDivisionError, np.linalg.LinAlgError) as e:
+            OverflowError, ZeroDivisionError, RecursionError, np.linalg.LinAlgError) as e:
         raise FormatError(f"malformed glTF ({type(e).__name__}: {e})", path) from None
+
+
+def _finite(path, result):
+    """Refuse results holding NaN/inf (e.g. from out-of-range transforms in the file)."""
+    arrays = []
+    if isinstance(result, Motion):
+        arrays = [result.rotations, result.positions]
+    elif isinstance(result, Character):
+        arrays = [result.bind_rotations, result.bind_positions, result.inverse_bind]
+        arrays += [a for m in result.meshes for a in (m.positions, m.normals, m.weights)]
+    for a in arrays:
+        if not np.all(np.isfinite(a)):
+            raise FormatError("transforms or vertices are not finite (NaN, infinite or beyond "
+                              "float32 range)", path)
+    return result
 
 
 # --------------------------------------------------------------------------- graph
@@ -267,7 +285,11 @@ def _evaluate(doc: gd.Document, graph: _Graph, index: int, fps: float | None):
         raise doc.error(f"fps must be positive, got {fps}")
     start = min(float(c[2][0]) for c in channels)
     end = max(float(c[2][-1]) for c in channels)
-    n = int(np.floor((end - start) * fps + 1e-6)) + 1
+    frames = (end - start) * fps
+    if not frames < MAX_FRAMES:
+        raise doc.error(f"animation {name!r} spans {end - start:g} s: {frames:.3g} frames at "
+                        f"{fps:g} fps is more than {MAX_FRAMES}")
+    n = int(np.floor(frames + 1e-6)) + 1
     t = start + np.arange(n) / fps
     needed = set(graph.joint_nodes)
     for j in graph.joint_nodes:
@@ -508,13 +530,13 @@ def load(path: str | Path, animation: str | int | None = None, fps: float | None
     """
     if options:
         raise TypeError(f"unknown options for glTF load: {sorted(options)}")
-    doc = gd.open_document(path)
+    doc = _guard(path, gd.open_document, path)
     return _guard(path, _motion, doc, animation, fps)
 
 
 def load_all(path: str | Path, fps: float | None = None) -> list[Motion]:
     """Every animation of the file as a list of motions (the rest pose when it has none)."""
-    doc = gd.open_document(path)
+    doc = _guard(path, gd.open_document, path)
     names = _animation_list(doc)
     if not names:
         return [_guard(path, _motion, doc, None, fps)]
@@ -525,19 +547,19 @@ def load_character(path: str | Path, textures: bool = True, **options) -> Charac
     """Load the skinned character of a glTF/GLB file (``textures=False`` skips image decoding)."""
     if options:
         raise TypeError(f"unknown options for glTF load_character: {sorted(options)}")
-    doc = gd.open_document(path)
+    doc = _guard(path, gd.open_document, path)
     return _guard(path, _character, doc, textures)
 
 
 def animation_names(path: str | Path) -> list[str]:
     """Names of the file's animations in file order (unnamed ones become ``animationN``)."""
-    doc = gd.open_document(path)
+    doc = _guard(path, gd.open_document, path)
     return _guard(path, _animation_list, doc)
 
 
 def info(path: str | Path) -> dict:
     """Extra keys for ``kinema info``: animations, has_mesh, joints, meshes, vertices."""
-    doc = gd.open_document(path)
+    doc = _guard(path, gd.open_document, path)
 
     def run():
         graph = _graph(doc)

@@ -27,8 +27,10 @@ CHUNK_BIN = 0x004E4942
 COMPONENT_DTYPES = {5120: np.int8, 5121: np.uint8, 5122: np.int16, 5123: np.uint16,
                     5125: np.uint32, 5126: np.float32}
 NUM_COMPONENTS = {"SCALAR": 1, "VEC2": 2, "VEC3": 3, "VEC4": 4, "MAT2": 4, "MAT3": 9, "MAT4": 16}
-# Largest element count accepted for one accessor (guards allocations from corrupted counts).
-MAX_COUNT = 1 << 27
+# Largest element count and size accepted for one accessor (guards allocations from
+# corrupted counts, e.g. a huge count on an accessor without a bufferView).
+MAX_COUNT = 1 << 26
+MAX_BYTES = 1 << 28
 
 
 class JsonView:
@@ -226,7 +228,8 @@ def read_accessor(doc: Document, index: int) -> np.ndarray:
     if dtype is None or ncomp is None:
         raise doc.error(f"{what}: unknown componentType {acc.componentType!r} or type {acc.type!r}")
     count = acc.count
-    if not isinstance(count, int) or not 0 <= count <= MAX_COUNT:
+    if not isinstance(count, int) or not 0 <= count <= MAX_COUNT or \
+            count * ncomp * np.dtype(dtype).itemsize > MAX_BYTES:
         raise doc.error(f"{what}: invalid count {count!r}")
     if acc.bufferView is None:
         out = np.zeros((count, ncomp), dtype)
