@@ -139,5 +139,5 @@ def load(path: str | Path, fps: float | None = None, **options) -> Motion:
 def info(path: str | Path) -> dict:
     """Extra keys for ``kinema info``."""
     d = _read(Path(path))
-    return {"animations": [], "has_mesh": True, "joints": len(BONES),
+    return {"animations": [], "has_mesh": True,
             "vertices": int(d["positions"].shape[0]), "triangles": int(d["indices"].size // 3)}

@@ -515,11 +515,10 @@ def animation_names(path: str | Path) -> list[str]:
 
 
 def info(path: str | Path) -> dict:
-    """Extra keys for ``kinema info``: animations, has_mesh, joints, meshes, unit/axes of the file."""
+    """Extra keys for ``kinema info``: animations, has_mesh, the file's frame rate and unit."""
     def run(s: _Session):
         snap = _snapshot(s, meshes=False, animation=None, fps=None, textures=False)
         settings = s.k(s.scene.settings)
         return {"animations": snap.animations, "has_mesh": len(s.items(s.scene.meshes)) > 0,
-                "joints": len(snap.joint_nodes), "fps": snap.fps,
-                "file_unit_meters": float(settings.original_unit_meters)}
+                "file_fps": snap.fps, "file_unit_meters": float(settings.original_unit_meters)}
     return _with_session(path, run)

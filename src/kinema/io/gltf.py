@@ -558,7 +558,7 @@ def animation_names(path: str | Path) -> list[str]:
 
 
 def info(path: str | Path) -> dict:
-    """Extra keys for ``kinema info``: animations, has_mesh, joints, meshes, vertices."""
+    """Extra keys for ``kinema info``: animations, has_mesh, skins, primitives."""
     doc = _guard(path, gd.open_document, path)
 
     def run():
@@ -566,8 +566,7 @@ def info(path: str | Path) -> dict:
         prims = [p for v in graph.order if doc.gltf.nodes[v].mesh is not None
                  for p in gd._get(doc, doc.gltf.meshes, doc.gltf.nodes[v].mesh, "mesh").primitives or []]
         return {"animations": _animation_list(doc), "has_mesh": len(prims) > 0,
-                "joints": len(graph.joint_nodes), "skins": len(doc.gltf.skins or []),
-                "primitives": len(prims)}
+                "skins": len(doc.gltf.skins or []), "primitives": len(prims)}
     return _guard(path, run)
 
 
