@@ -313,8 +313,6 @@ def _parse_motion_header(raw: bytes, pos: int, motion_line: int, path):
 
 def _parse_values(block: bytes, frames: int, num_channels: int, first_line: int, path) -> np.ndarray:
     """(frames, num_channels) float64 from the MOTION lines; FormatError naming the line."""
-    if b"\r" in block:
-        block = block.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
     values = None
     if num_channels == 0 and not block.strip() and block.count(b"\n") >= frames:
         return np.zeros((frames, 0))            # no channels: one blank line per frame
@@ -326,6 +324,9 @@ def _parse_values(block: bytes, frames: int, num_channels: int, first_line: int,
                                     encoding="latin-1")
         except (ValueError, UnicodeDecodeError):
             values = None
+        if values is None and b"\r" in block:        # old Mac line ends (CR only): normalise, retry
+            block = block.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            return _parse_values(block, frames, num_channels, first_line, path)
     if values is not None and values.shape == (frames, num_channels) and \
             (values.size == 0 or np.abs(values).max() < MAX_ABS_VALUE):     # also False for NaN
         return values
