@@ -1,0 +1,201 @@
+"""Free-running rollouts of the retrieval controller (training and evaluation share them).
+
+A rollout warms the model's state on ``context`` ground-truth frames (teacher forcing,
+candidates from the ground-truth queries), then runs ``horizon`` frames with :meth:`step`:
+
+- the predicted root is integrated from the predicted root motion (pose[0:3]);
+- the joystick is the clip's real future root trajectory re-expressed relative to the
+  *predicted* root every frame (as Motion Matching does at runtime);
+- retrieval re-runs every ``refresh`` frames from the *predicted* pose's matching features
+  and that joystick; candidate rows advance by one per frame in between;
+- the predicted pose is fed back (or, with probability ``1 - student``, the ground truth:
+  scheduled sampling); gradients flow through the fed-back predictions unless
+  ``detach_every`` cuts them (truncated BPTT).
+
+``source`` is any :class:`~kinema.control.retrieval.database.Database` holding the clips
+the rollouts follow (the training database itself, or held-out clips built the same way).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from kinema.control.retrieval.database import FPS, TRAJECTORY_OFFSETS, Database, features_from_poses, yaw_inverse
+from kinema.control.retrieval.sequences import Retriever
+from kinema.matching.search import Exclusion
+
+
+def control_at(source: Database, rows: np.ndarray, root_pos: np.ndarray, root_dir: np.ndarray) -> np.ndarray:
+    """Joystick (B, 12) of ``rows`` (B,): the clip's future root at +20/+40/+60 frames
+    (clamped to the clip) relative to the given (predicted) roots (B, 3), (B, 3)."""
+    stop = source.ranges[source.clip_of_row[rows], 1] - 1
+    fut = np.minimum(rows[:, None] + np.asarray(TRAJECTORY_OFFSETS)[None], stop[:, None])
+    tp = yaw_inverse(root_dir[:, None], source.root_positions[fut] - root_pos[:, None])
+    td = yaw_inverse(root_dir[:, None], source.root_directions[fut])
+    b = len(rows)
+    return np.concatenate([tp[..., [0, 2]].reshape(b, 6), td[..., [0, 2]].reshape(b, 6)], -1).astype(np.float32)
+
+
+def integrate_root(root_pos: np.ndarray, root_dir: np.ndarray, motion: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Advance roots (B, 3), (B, 3) by one frame of root motion (B, 3) = (vx, vz, yaw rate)
+    in the current root frame (m/s, rad/s)."""
+    s, c = root_dir[:, 0], root_dir[:, 2]
+    dx, dz = motion[:, 0] / FPS, motion[:, 1] / FPS
+    pos = root_pos + np.stack([c * dx + s * dz, np.zeros_like(dx), c * dz - s * dx], -1)
+    yaw = np.arctan2(s, c) + motion[:, 2] / FPS
+    return pos.astype(np.float32), np.stack([np.sin(yaw), np.zeros_like(yaw), np.cos(yaw)], -1).astype(np.float32)
+
+
+def query(retriever: Retriever, poses: np.ndarray, control: np.ndarray) -> np.ndarray:
+    """Normalised matching features (B, 27) of raw poses (B, P) and joysticks (B, 12)."""
+    db = retriever.db
+    return db.normalise(features_from_poses(poses, control, db.joints, db.num_joints))
+
+
+@dataclass
+class Rollout:
+    """Output of :func:`rollout`: predicted normalised poses (B, H, P) (torch, with grad
+    when asked), contact logits (B, H, 2), targets (B, H, P) normalised, the predicted and
+    true roots (B, H, 3) positions and directions, and the target rows (B, H)."""
+
+    pose: torch.Tensor
+    contact_logits: torch.Tensor
+    target: torch.Tensor
+    target_contacts: torch.Tensor
+    root_pos: np.ndarray
+    root_dir: np.ndarray
+    true_pos: np.ndarray
+    true_dir: np.ndarray
+    rows: np.ndarray
+
+
+class CandidateStream:
+    """Retrieval during a rollout: search every ``refresh`` frames, advance rows between."""
+
+    def __init__(self, retriever: Retriever, exclude: np.ndarray | None, rng: np.random.Generator | None):
+        self.r, self.exclude, self.rng = retriever, exclude, rng
+        self.rows = self.cost = None
+        self.since = 0
+
+    def __call__(self, t: int, poses: np.ndarray, control: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Rows (B, k) and payloads (B, k, W) for frame ``t`` from raw poses/joysticks."""
+        if self.rows is None or t % self.r.refresh == 0:
+            idx, cost = self.r.search(query(self.r, poses, control), self.exclude)
+            self.rows, self.cost = self.r.sample(idx, cost, self.rng)
+            self.since = 0
+        else:
+            self.since += 1
+        rows = self.r.db.successor(self.rows, self.since)
+        return rows, self.r.payload(rows, self.cost)
+
+
+def _dropout_mask(b: int, k: int, rng: np.random.Generator | None, p_all: float, p_each: float) -> np.ndarray:
+    if rng is None or (p_all <= 0 and p_each <= 0):
+        return np.ones((b, k), bool)
+    keep = rng.random((b, k)) >= p_each
+    keep &= (rng.random((b, 1)) >= p_all)
+    return keep
+
+
+def teacher_forced_candidates(retriever: Retriever, source: Database, rows: np.ndarray,
+                              exclude: np.ndarray | None, rng: np.random.Generator | None) -> np.ndarray:
+    """Payloads (B, L, k, W) for ground-truth input rows (B, L): the query of each refresh
+    frame is the row's own matching features (joystick from the true root)."""
+    b, length = rows.shape
+    stream = CandidateStream(retriever, exclude, rng)
+    out = []
+    for t in range(length):
+        if t % retriever.refresh == 0:
+            idx, cost = retriever.search(retriever.db.normalise(source.features[rows[:, t]]), exclude)
+            stream.rows, stream.cost = retriever.sample(idx, cost, rng)
+            stream.since = 0
+        else:
+            stream.since += 1
+        out.append(retriever.payload(retriever.db.successor(stream.rows, stream.since), stream.cost))
+    return np.stack(out, 1)
+
+
+def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray, context: int, horizon: int, *,
+            retrieval: bool = True, exclude: np.ndarray | None = None, rng: np.random.Generator | None = None,
+            student: float = 1.0, dropout: tuple[float, float] = (0.0, 0.0), detach_every: int | None = None
+            ) -> Rollout:
+    """Roll ``model`` out from rows ``starts`` (B,) (see the module docstring). The rows
+    ``starts .. starts + context + horizon`` must lie in one clip each.
+
+    ``retrieval=False`` feeds only the null token (the ablation); a model built without
+    retrieval ignores the argument. ``rng`` enables candidate sampling and dropout
+    (``dropout`` = (all, each)) and scheduled sampling; None is deterministic.
+    """
+    norm = retriever.norm
+    uses = getattr(model, "use_retrieval", False) and retrieval
+    device = next(model.parameters()).device
+    t_ = lambda a: torch.as_tensor(a, device=device)  # noqa: E731
+    b = len(starts)
+    ctx_rows = starts[:, None] + np.arange(context)[None]
+    pose_n = norm.normalise(source.poses[ctx_rows])
+    cands = teacher_forced_candidates(retriever, source, ctx_rows, exclude, rng) if uses else None
+    out, state = model(t_(source.control[ctx_rows]), t_(pose_n), None if cands is None else t_(cands))
+    prev = out["pose"][:, -1]
+    last = ctx_rows[:, -1]
+    root_pos, root_dir = integrate_root(source.root_positions[last], source.root_directions[last],
+                                        norm.denormalise(prev.detach().cpu().numpy())[:, :3])
+    stream = CandidateStream(retriever, exclude, rng) if uses else None
+    preds, logits, targets, tcont, rp, rd, tp, td, rows_out = [], [], [], [], [], [], [], [], []
+    for h in range(horizon):
+        rows = last + 1 + h
+        if rng is not None and student < 1.0:
+            use_gt = torch.as_tensor(rng.random(b) >= student, device=device)[:, None]
+            prev = torch.where(use_gt, t_(retriever.poses_n[rows]), prev)
+        if detach_every and h % detach_every == 0 and h:
+            prev = prev.detach()
+            state = state.detach()
+        raw_prev = norm.denormalise(prev.detach().cpu().numpy())
+        ctrl = control_at(source, rows, root_pos, root_dir)
+        cand = mask = None
+        if uses:
+            _, cand = stream(h, raw_prev, ctrl)
+            mask = t_(_dropout_mask(b, retriever.k, rng, *dropout))
+            cand = t_(cand)
+        o, state = model.step(state, t_(ctrl), prev, cand, mask)
+        prev = o["pose"]
+        preds.append(prev)
+        logits.append(o["contact_logits"])
+        targets.append(retriever.poses_n[rows + 1] if source is retriever.db else norm.normalise(source.poses[rows + 1]))
+        tcont.append(source.contacts[rows + 1])
+        root_pos, root_dir = integrate_root(root_pos, root_dir, norm.denormalise(prev.detach().cpu().numpy())[:, :3])
+        rp.append(root_pos)
+        rd.append(root_dir)
+        tp.append(source.root_positions[rows + 1])
+        td.append(source.root_directions[rows + 1])
+        rows_out.append(rows + 1)
+    return Rollout(torch.stack(preds, 1), torch.stack(logits, 1), t_(np.stack(targets, 1)), t_(np.stack(tcont, 1)),
+                   np.stack(rp, 1), np.stack(rd, 1), np.stack(tp, 1), np.stack(td, 1), np.stack(rows_out, 1))
+
+
+def playback_rollout(retriever: Retriever, source: Database, starts: np.ndarray, context: int, horizon: int,
+                     every: int, exclude: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Database playback driven like :func:`rollout` (the nearest-candidate and
+    motion-matching baselines): every ``every`` frames search from the *played* pose and
+    the joystick relative to the played root, then play the best row's successors.
+    Returns raw poses (B, H, P), root positions and directions (B, H, 3)."""
+    db = retriever.db
+    last = starts + context - 1
+    pose = source.poses[last]
+    root_pos, root_dir = source.root_positions[last].copy(), source.root_directions[last].copy()
+    played = since = None
+    poses, rps, rds = [], [], []
+    for h in range(horizon):
+        rows = last + h
+        if played is None or h % every == 0:
+            idx, _ = db.search(query(retriever, pose, control_at(source, rows, root_pos, root_dir)), 1,
+                               Exclusion(clip_end=1, clips=exclude))
+            played, since = idx[:, 0], 0
+        since += 1
+        pose = db.poses[db.successor(played, since)]
+        root_pos, root_dir = integrate_root(root_pos, root_dir, pose[:, :3])
+        poses.append(pose)
+        rps.append(root_pos)
+        rds.append(root_dir)
+    return np.stack(poses, 1), np.stack(rps, 1), np.stack(rds, 1)

@@ -1,0 +1,168 @@
+"""Training sequences with retrieved candidate payloads, in normalised model space.
+
+Everything the network sees is normalised with :class:`PoseNormaliser` (pose mean/std of
+the training rows). A candidate for database row ``j`` (already in root space, so its
+transplant to the current character's root is the row itself) is the payload
+``[pose_j, pose_{j+1} - pose_j, contacts_j, cost]`` (width ``2 P + 3``), with pose and
+delta normalised, contacts in {0, 1} and the matching cost at search time.
+
+Retrieval (:class:`Retriever`): exact top-16 in the normalised matching-feature space,
+``k`` of them sampled with ``p ~ exp(-cost / (tau * mean top-16 cost))``, refreshed every
+``refresh`` frames; between refreshes each candidate index advances by one row per frame
+(Motion Matching's playback). Training queries exclude their own clip and its mirror twin.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kinema.control.retrieval.database import Database
+from kinema.matching.search import Exclusion
+
+
+@dataclass
+class PoseNormaliser:
+    """Mean and std (P,) of pose vectors; std floored so constant dimensions stay finite."""
+
+    mean: np.ndarray
+    std: np.ndarray
+
+    @classmethod
+    def fit(cls, poses: np.ndarray, floor: float = 1e-2) -> "PoseNormaliser":
+        return cls(poses.mean(0).astype(np.float32), np.maximum(poses.std(0), floor).astype(np.float32))
+
+    def normalise(self, x: np.ndarray) -> np.ndarray:
+        return ((x - self.mean) / self.std).astype(np.float32)
+
+    def denormalise(self, x: np.ndarray) -> np.ndarray:
+        return (x * self.std + self.mean).astype(np.float32)
+
+    def to_json(self) -> dict:
+        return {"mean": self.mean.tolist(), "std": self.std.tolist()}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "PoseNormaliser":
+        return cls(np.asarray(d["mean"], np.float32), np.asarray(d["std"], np.float32))
+
+
+class Retriever:
+    """Candidate search, sampling and payloads over one :class:`Database`.
+
+    Args:
+        db: the retrieval database.
+        norm: pose normaliser of the model.
+        k: candidates fed to the model; top: how many nearest rows to sample them from.
+        tau: sampling temperature relative to the mean top cost (0: always the k best).
+        refresh: frames between searches.
+    """
+
+    def __init__(self, db: Database, norm: PoseNormaliser, k: int = 4, top: int = 16, tau: float = 0.5,
+                 refresh: int = 6):
+        self.db, self.norm, self.k, self.top, self.tau, self.refresh = db, norm, k, max(top, k), tau, refresh
+        self.poses_n = norm.normalise(db.poses)
+        succ = db.successor(np.arange(db.num_rows))
+        self.delta_n = ((db.poses[succ] - db.poses) / norm.std).astype(np.float32)
+
+    @property
+    def width(self) -> int:
+        return 2 * self.db.pose_width + self.db.contacts.shape[1] + 1
+
+    def search(self, features_n: np.ndarray, exclude_clips: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Top rows (Q, top) and costs of normalised queries (Q, 27); ``exclude_clips``
+        (Q, M) clip ids each query may not retrieve (-1 pads)."""
+        ex = Exclusion(clip_end=1, clips=exclude_clips) if exclude_clips is not None else Exclusion(clip_end=1)
+        idx, cost = self.db.search(features_n, self.top, ex)
+        bad = idx < 0
+        if bad.any():  # fewer rows allowed than asked: repeat the best
+            idx = np.where(bad, idx[:, :1], idx)
+            cost = np.where(bad, cost[:, :1], cost)
+        return idx, cost
+
+    def sample(self, idx: np.ndarray, cost: np.ndarray, rng: np.random.Generator | None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """k of the top rows per query (Q, k), without replacement (the k best when
+        ``rng`` is None or ``tau`` is 0)."""
+        if rng is None or self.tau <= 0:
+            return idx[:, :self.k], cost[:, :self.k]
+        scale = self.tau * np.maximum(cost.mean(1, keepdims=True), 1e-6)
+        logits = -(cost - cost[:, :1]) / scale
+        gumbel = -np.log(-np.log(rng.random(cost.shape) + 1e-12) + 1e-12)
+        pick = np.argsort(-(logits + gumbel), axis=1)[:, :self.k]
+        return np.take_along_axis(idx, pick, 1), np.take_along_axis(cost, pick, 1)
+
+    def payload(self, rows: np.ndarray, cost: np.ndarray) -> np.ndarray:
+        """Candidate rows (...) with costs (...) -> payloads (..., 2 P + 3) float32."""
+        return np.concatenate([self.poses_n[rows], self.delta_n[rows], self.db.contacts[rows],
+                               cost[..., None].astype(np.float32)], -1)
+
+    def exclusions(self, clips: np.ndarray) -> np.ndarray:
+        """(Q, 2) own clip and mirror twin of training queries from clips (Q,)."""
+        return np.stack([clips, self.db.twins[clips]], -1)
+
+
+@dataclass
+class Batch:
+    """Teacher-forced training windows (numpy, normalised): control (B, L, 12) raw,
+    pose (B, L, P) inputs, target (B, L, P) next poses, contacts (B, L, 2) of the next
+    frames, candidates (B, L, k, W), rows (B, L + 1) database rows of the inputs/targets."""
+
+    control: np.ndarray
+    pose: np.ndarray
+    target: np.ndarray
+    contacts: np.ndarray
+    candidates: np.ndarray
+    rows: np.ndarray
+
+
+class WindowSampler:
+    """Random windows of ``length + 1`` rows inside the training clips of ``db`` with
+    candidates precomputed per row (top rows of each row's ground-truth query)."""
+
+    def __init__(self, retriever: Retriever, clips: np.ndarray, length: int, seed: int = 0):
+        self.r, self.db, self.length = retriever, retriever.db, length
+        self.rng = np.random.default_rng(seed)
+        self.clips = np.asarray([c for c in clips if self.db.ranges[c, 1] - self.db.ranges[c, 0] > length + 1])
+        if len(self.clips) == 0:
+            raise ValueError(f"no training clip is longer than {length + 1} frames")
+        rows = np.concatenate([np.arange(*self.db.ranges[c]) for c in self.clips])
+        self._top = np.full((self.db.num_rows, retriever.top), -1, np.int64)
+        self._cost = np.zeros((self.db.num_rows, retriever.top), np.float32)
+        for start in range(0, len(rows), 4096):
+            part = rows[start:start + 4096]
+            ex = retriever.exclusions(self.db.clip_of_row[part])
+            self._top[part], self._cost[part] = retriever.search(self.db.normalised[part], ex)
+        lengths = self.db.ranges[self.clips, 1] - self.db.ranges[self.clips, 0] - length
+        self.weights = lengths / lengths.sum()
+
+    def starts(self, batch: int) -> np.ndarray:
+        clips = self.rng.choice(self.clips, batch, p=self.weights)
+        lo, hi = self.db.ranges[clips, 0], self.db.ranges[clips, 1] - self.length - 1
+        return lo + (self.rng.random(batch) * (hi - lo + 1)).astype(np.int64)
+
+    def candidates_for(self, rows: np.ndarray) -> np.ndarray:
+        """(B, L) consecutive rows -> payloads (B, L, k, W) with the refresh schedule."""
+        b, length = rows.shape
+        phase = self.rng.integers(0, self.r.refresh, b)
+        since = (np.arange(length)[None] + phase[:, None]) % self.r.refresh             # (B, L)
+        searched = rows - since
+        searched = np.maximum(searched, self.db.ranges[self.db.clip_of_row[rows[:, :1]], 0])
+        since = rows - searched
+        idx, cost = self.r.sample(self._top[searched.reshape(-1)], self._cost[searched.reshape(-1)], self.rng)
+        idx = idx.reshape(b, length, -1)
+        cost = cost.reshape(b, length, -1)
+        # One sample per search: frames sharing a search share its candidates.
+        first = np.maximum(np.arange(length)[None] - since, 0)
+        idx = np.take_along_axis(idx, first[..., None], 1)
+        cost = np.take_along_axis(cost, first[..., None], 1)
+        cur = self.db.successor(idx, since[..., None])
+        return self.r.payload(cur, cost)
+
+    def batch(self, batch: int) -> Batch:
+        starts = self.starts(batch)
+        rows = starts[:, None] + np.arange(self.length + 1)[None]
+        pose_n = self.r.poses_n[rows]
+        return Batch(control=self.db.control[rows[:, :-1]], pose=pose_n[:, :-1], target=pose_n[:, 1:],
+                     contacts=self.db.contacts[rows[:, 1:]], candidates=self.candidates_for(rows[:, :-1]),
+                     rows=rows)

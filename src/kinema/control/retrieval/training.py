@@ -1,0 +1,305 @@
+"""Training recipe of the retrieval-augmented controller (NOTES.md 3.3), from a config file.
+
+Stages (one set of weights):
+
+1. ``warmup`` steps, teacher forced on windows: noise on the previous pose
+   (sigma ~ U(0, ``pose_noise``) per sequence, normalised units), previous-pose dropout to
+   the mean pose (``pose_dropout`` per frame), candidate dropout to the learned null token
+   (all with ``drop_all``, each with ``drop_each``).
+2. ``scheduled`` steps: teacher-forced context, then rollouts with gradients through the
+   rollout; horizon ramps ``horizon[0] -> horizon[1]`` and the probability of feeding the
+   model its own prediction ramps 0 -> 1; retrieval re-runs from the predictions.
+3. ``free`` steps: free-running rollouts of ``free_horizon`` frames with truncated BPTT
+   (``detach_every``), candidate dropout kept.
+
+Config (TOML or JSON): sections ``data`` (``clips``: globs, ``sample:``/``shared:``
+prefixes resolve through :mod:`kinema.data`; ``validation``: clip names held out),
+``model`` (RetrievalMamba arguments), ``retrieval`` (top, tau, refresh), ``train``
+(see :class:`TrainSettings`) and ``out`` (checkpoint path).
+"""
+from __future__ import annotations
+
+import copy
+import glob
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from kinema.control.retrieval.database import Database, DatabaseConfig, build
+from kinema.control.retrieval.rollout import rollout, teacher_forced_candidates
+from kinema.control.retrieval.sequences import PoseNormaliser, Retriever, WindowSampler
+from kinema.errors import KinemaError
+from kinema.nn.checkpoint import save_checkpoint
+from kinema.nn.retrieval import RetrievalMamba
+
+
+@dataclass
+class TrainSettings:
+    seed: int = 0
+    batch: int = 16
+    window: int = 64
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    clip_grad: float = 1.0
+    warmup: int = 200
+    scheduled: int = 200
+    free: int = 200
+    context: int = 16
+    horizon: tuple[int, int] = (8, 48)
+    free_horizon: int = 96
+    detach_every: int = 32
+    pose_noise: float = 0.5
+    pose_dropout: float = 0.2
+    drop_all: float = 0.15
+    drop_each: float = 0.1
+    contact_weight: float = 0.1
+    eval_every: int = 50
+    val_windows: int = 16
+    val_horizon: int = 60
+    threads: int = 1
+
+
+def resolve_clips(patterns: list[str], base: Path | None = None) -> list[Path]:
+    """Expand globs; ``sample:`` and ``shared:`` prefixes resolve in the bundled sample and
+    the shared data folder; other relative paths against ``base``."""
+    from kinema.data import sample_root, shared_root
+
+    out: list[Path] = []
+    for pat in patterns:
+        if pat.startswith("sample:"):
+            root, pat = sample_root(), pat[len("sample:"):]
+        elif pat.startswith("shared:"):
+            root, pat = shared_root(), pat[len("shared:"):]
+            if root is None:
+                raise KinemaError("the config needs the shared data folder (set KINEMA_DATA)")
+        else:
+            root = base or Path.cwd()
+        hits = sorted(Path(p) for p in glob.glob(str(Path(root) / pat)))
+        if not hits:
+            raise KinemaError(f"no clip matches {pat!r} under {root}")
+        out += hits
+    return out
+
+
+def load_config(path: str | Path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise KinemaError(f"{path}: config not found")
+    if path.suffix == ".toml":
+        import tomllib
+        with open(path, "rb") as f:
+            cfg = tomllib.load(f)
+    else:
+        cfg = json.loads(path.read_text())
+    cfg.setdefault("data", {}).setdefault("base", str(path.parent))
+    return cfg
+
+
+def settings(cfg: dict) -> TrainSettings:
+    known = {f.name for f in fields(TrainSettings)}
+    raw = dict(cfg.get("train", {}))
+    bad = set(raw) - known
+    if bad:
+        raise KinemaError(f"unknown [train] settings {sorted(bad)}; known: {sorted(known)}")
+    if "horizon" in raw:
+        raw["horizon"] = tuple(raw["horizon"])
+    return TrainSettings(**raw)
+
+
+def build_databases(cfg: dict) -> tuple[Database, Database]:
+    """(training database = retrieval database, validation clips) from the config."""
+    data = cfg["data"]
+    paths = resolve_clips(data["clips"], Path(data.get("base", ".")))
+    held = set(data.get("validation", []))
+    train = [p for p in paths if p.stem not in held]
+    val = [p for p in paths if p.stem in held]
+    if not train or not val:
+        raise KinemaError(f"the split by clip needs training and validation clips (validation={sorted(held)})")
+    dbc = DatabaseConfig(**data.get("database", {}))
+    return build(train, dbc), build(val, dbc)
+
+
+def make_model(cfg: dict, db: Database, retriever: Retriever) -> RetrievalMamba:
+    """A RetrievalMamba sized for ``db`` with its normalisation buffers set."""
+    m = dict(cfg.get("model", {}))
+    model = RetrievalMamba(pose_dim=db.pose_width, control_dim=12, contact_dim=2, k=retriever.k, **m)
+    c = db.control
+    pose_dim = db.pose_width
+    n_in = model.backbone.input_norm.dim
+    mean, std = np.zeros(n_in, np.float32), np.ones(n_in, np.float32)
+    mean[:12], std[:12] = c.mean(0), np.maximum(c.std(0), 1e-2)
+    model.backbone.input_norm.set(mean, std)
+    delta = np.diff(retriever.poses_n, axis=0)
+    ok = np.ones(len(delta), bool)
+    ok[db.ranges[:, 1][:-1] - 1] = False
+    out_std = np.ones(pose_dim + 2, np.float32)
+    out_std[:pose_dim] = np.maximum(delta[ok].std(0), 1e-3)
+    model.backbone.output_norm.set(np.zeros(pose_dim + 2, np.float32), out_std)
+    if model.use_retrieval:
+        rows = np.random.default_rng(0).integers(0, db.num_rows, (min(4096, db.num_rows), retriever.k))
+        idx, cost = retriever.search(db.normalised[rows[:, 0]])
+        payload = retriever.payload(idx[:, :retriever.k], cost[:, :retriever.k])
+        model.candidate_norm.fit(torch.as_tensor(payload), eps=1e-2)
+    return model
+
+
+def pose_loss(pred: torch.Tensor, target: torch.Tensor, logits: torch.Tensor, contacts: torch.Tensor,
+              contact_weight: float) -> torch.Tensor:
+    return F.mse_loss(pred, target) + contact_weight * F.binary_cross_entropy_with_logits(logits, contacts)
+
+
+def teacher_forced_loss(model, sampler: WindowSampler, s: TrainSettings, rng: np.random.Generator) -> torch.Tensor:
+    b = sampler.batch(s.batch)
+    pose = b.pose.copy()
+    sigma = rng.random((len(pose), 1, 1)) * s.pose_noise
+    pose += sigma * rng.standard_normal(pose.shape).astype(np.float32)
+    pose[rng.random(pose.shape[:2]) < s.pose_dropout] = 0.0
+    cands = mask = None
+    if model.use_retrieval:
+        cands = torch.as_tensor(b.candidates)
+        keep = rng.random(b.candidates.shape[:3]) >= s.drop_each
+        keep &= rng.random(b.candidates.shape[:2] + (1,)) >= s.drop_all
+        mask = torch.as_tensor(keep)
+    out, _ = model(torch.as_tensor(b.control), torch.as_tensor(pose), cands, mask)
+    return pose_loss(out["pose"], torch.as_tensor(b.target), out["contact_logits"], torch.as_tensor(b.contacts),
+                     s.contact_weight)
+
+
+def rollout_starts(db: Database, clips: np.ndarray, length: int, count: int, rng: np.random.Generator | None,
+                   stride: int | None = None) -> np.ndarray:
+    """Start rows of windows of ``length`` rows inside ``clips``: ``count`` random ones, or
+    every ``stride`` rows when ``rng`` is None."""
+    starts = []
+    for c in clips:
+        lo, hi = db.ranges[c]
+        if hi - lo > length:
+            starts.append(np.arange(lo, hi - length, stride or max(1, (hi - lo - length) // 4)))
+    if not starts:
+        raise KinemaError(f"no clip has {length} frames for a rollout")
+    starts = np.concatenate(starts)
+    if rng is None:
+        return starts[:count] if count else starts
+    return rng.choice(starts, count)
+
+
+def rollout_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings, horizon: int, student: float,
+                 rng: np.random.Generator, detach_every: int | None) -> torch.Tensor:
+    db = retriever.db
+    starts = rollout_starts(db, clips, s.context + horizon + 1, s.batch, rng)
+    ex = retriever.exclusions(db.clip_of_row[starts])
+    r = rollout(model, retriever, db, starts, s.context, horizon, exclude=ex, rng=rng, student=student,
+                dropout=(s.drop_all, s.drop_each), detach_every=detach_every)
+    return pose_loss(r.pose, r.target, r.contact_logits, r.target_contacts, s.contact_weight)
+
+
+@torch.no_grad()
+def validate(model, retriever: Retriever, val: Database, s: TrainSettings) -> dict[str, float]:
+    """Teacher-forced and free-running validation losses with retrieved and null candidates."""
+    clips = np.arange(len(val.ranges))
+    length = min(s.window, s.context + s.val_horizon)
+    out = {}
+    starts = rollout_starts(val, clips, max(length, s.context + s.val_horizon) + 1, 0, None, stride=60)
+    starts = starts[:: max(1, len(starts) // s.val_windows)][: s.val_windows]
+    rows = starts[:, None] + np.arange(length + 1)[None]
+    norm = retriever.norm
+    pose = torch.as_tensor(norm.normalise(val.poses[rows]))
+    ctrl = torch.as_tensor(val.control[rows[:, :-1]])
+    variants = [("with", True), ("without", False)] if model.use_retrieval else [("without", False)]
+    for name, use in variants:
+        cands = torch.as_tensor(teacher_forced_candidates(retriever, val, rows[:, :-1], None, None)) if use else None
+        o, _ = model(ctrl, pose[:, :-1], cands)
+        out[f"tf_{name}"] = float(F.mse_loss(o["pose"], pose[:, 1:]))
+        r = rollout(model, retriever, val, starts, s.context, s.val_horizon, retrieval=use)
+        out[f"fr_{name}"] = float(F.mse_loss(r.pose, r.target))
+    return out
+
+
+def train(cfg: dict, out: str | Path | None = None, log=print) -> tuple[Path, dict]:
+    """Run the whole recipe of ``cfg``; write the checkpoint (best free-running validation
+    weights) and return (path, metadata)."""
+    s = settings(cfg)
+    torch.manual_seed(s.seed)
+    torch.set_num_threads(s.threads)
+    rng = np.random.default_rng(s.seed)
+    t0 = time.time()
+    db, val = build_databases(cfg)
+    norm = PoseNormaliser.fit(db.poses)
+    rc = cfg.get("retrieval", {})
+    retriever = Retriever(db, norm, k=cfg.get("model", {}).get("k", 4), top=rc.get("top", 16),
+                          tau=rc.get("tau", 0.5), refresh=rc.get("refresh", 6))
+    model_cfg = {k: v for k, v in cfg.get("model", {}).items() if k != "k"}
+    model = make_model({"model": model_cfg}, db, retriever)
+    train_clips = np.arange(len(db.ranges))
+    sampler = WindowSampler(retriever, train_clips, s.window, seed=s.seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=s.lr, weight_decay=s.weight_decay)
+    total = s.warmup + s.scheduled + s.free
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(i / max(total, 1), 1))))
+    history: list[dict] = []
+    best, best_state = math.inf, copy.deepcopy(model.state_dict())
+    running = []
+    from tqdm import tqdm
+    for step in tqdm(range(total), desc="train", leave=False, mininterval=5):
+        model.train()
+        if step < s.warmup:
+            stage = "warmup"
+            loss = teacher_forced_loss(model, sampler, s, rng)
+        elif step < s.warmup + s.scheduled:
+            stage = "scheduled"
+            u = (step - s.warmup) / max(s.scheduled - 1, 1)
+            h = int(round(s.horizon[0] + u * (s.horizon[1] - s.horizon[0])))
+            loss = rollout_loss(model, retriever, train_clips, s, h, u, rng, None)
+        else:
+            stage = "free"
+            loss = rollout_loss(model, retriever, train_clips, s, s.free_horizon, 1.0, rng, s.detach_every)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), s.clip_grad)
+        opt.step()
+        sched.step()
+        running.append(loss.item())
+        if (step + 1) % s.eval_every == 0 or step + 1 == total:
+            model.eval()
+            v = validate(model, retriever, val, s)
+            epoch = len(history) + 1
+            rec = {"epoch": epoch, "step": step + 1, "stage": stage, "train_loss": float(np.mean(running)),
+                   "seconds": round(time.time() - t0, 1), **v}
+            running = []
+            history.append(rec)
+            log(json.dumps(rec))
+            key = v.get("fr_with", v.get("fr_without"))
+            # Only the free-running stages select (warm-up weights are not a controller yet).
+            if stage != "warmup" and key < best:
+                best, best_state = key, copy.deepcopy(model.state_dict())
+    if s.scheduled + s.free > 0:
+        model.load_state_dict(best_state)
+    best_rec = min((h for h in history if h["stage"] != "warmup"), default=history[-1],
+                   key=lambda h: h.get("fr_with", h.get("fr_without")))
+    meta = {
+        "config": cfg,
+        "normalisation": {"pose": norm.to_json(), "feature_mean": db.feature_mean.tolist(),
+                          "feature_scale": db.feature_scale.tolist()},
+        "loss_weights": {"pose_mse": 1.0, "contact_bce": s.contact_weight},
+        "fingerprint": db.fingerprint,
+        "database": {"fingerprint": db.fingerprint, "rows": db.num_rows, "pose_width": db.pose_width,
+                     "frame_time": db.frame_time, "clips": db.clip_names, "joints": db.joint_names,
+                     "roles": db.joints, "config": db.config},
+        "validation_clips": sorted(set(n.removesuffix("_mirror") for n in val.clip_names)),
+        "retrieval": {"k": retriever.k, "top": retriever.top, "tau": retriever.tau, "refresh": retriever.refresh},
+        "history": {"epochs": history, "first": history[0], "best": best_rec, "last": history[-1]},
+        "parameters": model.parameter_groups(),
+        "train_seconds": round(time.time() - t0, 1),
+        "torch_threads": s.threads,
+    }
+    out = Path(out or cfg.get("out", "model.safetensors"))
+    if not out.is_absolute() and "base" in cfg["data"] and cfg.get("out") and out == Path(cfg["out"]):
+        out = Path.cwd() / out
+    save_checkpoint(out, model, **meta)
+    return out, meta
+
+
