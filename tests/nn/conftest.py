@@ -6,14 +6,16 @@ import pytest
 import torch
 
 import kinema
+from kinema.maths import quat
 
 
 @pytest.fixture(scope="session")
 def lafan_poses(shared_data) -> torch.Tensor:
     """(F, 89) float32 poses of a real LaFAN1 walk at 30 fps: 22 local quaternions (w,x,y,z)
-    flattened, then the hips height in metres."""
+    flattened (hemisphere-continuous over time), then the hips height in metres."""
     motion = kinema.load(shared_data / "lafan1" / "walk4_subject1.bvh")
-    pose = np.concatenate([motion.rotations.reshape(motion.num_frames, -1), motion.positions[:, 0, 1:2]], -1)
+    rotations = quat.unroll(motion.rotations, axis=0)
+    pose = np.concatenate([rotations.reshape(motion.num_frames, -1), motion.positions[:, 0, 1:2]], -1)
     return torch.tensor(pose, dtype=torch.float32)
 
 
