@@ -25,7 +25,7 @@ from kinema.io.bvh_parse import read
 FILES = [
     ("lafan1", "push1_subject2.bvh"),
     ("quadruped", "bvh", "D1_008_KAN01_001.bvh"),
-    ("bandai_namco", "dataset-2", "dataset-2_walk_normal_001.bvh"),
+    ("bandai_namco", "dataset-2", "dataset-2_walk_active_024.bvh"),
     ("cmu", "02_01.bvh"),
     ("cmu", "xia_styles", "neutral_01_000.bvh"),
     ("games105", "walk_and_turn_left.bvh"),
