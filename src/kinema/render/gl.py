@@ -26,6 +26,14 @@ GL_PACK_ALIGNMENT = 0x0D05
 GL_FRAMEBUFFER = 0x8D40
 GL_RENDERER = 0x1F01
 GL_VERSION = 0x1F02
+GL_TEXTURE_2D = 0x0DE1
+GL_TEXTURE_MIN_FILTER = 0x2801
+GL_TEXTURE_MAG_FILTER = 0x2800
+GL_LINEAR = 0x2601
+GL_LEQUAL = 0x0203
+GL_TEXTURE_COMPARE_MODE = 0x884C
+GL_TEXTURE_COMPARE_FUNC = 0x884D
+GL_COMPARE_REF_TO_TEXTURE = 0x884E
 
 # Fixed attribute locations shared by every vertex shader (``layout(location = N)``).
 ATTR_POSITION = 0
@@ -52,7 +60,20 @@ def libgl() -> ctypes.CDLL:
     lib.glReadPixels.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                                  ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]
     lib.glPixelStorei.argtypes = [ctypes.c_uint, ctypes.c_int]
+    lib.glBindTexture.argtypes = [ctypes.c_uint, ctypes.c_uint]
+    lib.glTexParameteri.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_int]
     return lib
+
+
+def enable_depth_compare(texture_id: int) -> None:
+    """Make a depth texture a shadow sampler target (``sampler2DShadow``, bilinear PCF)."""
+    gl = libgl()
+    gl.glBindTexture(GL_TEXTURE_2D, texture_id)
+    gl.glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_COMPARE_MODE, GL_COMPARE_REF_TO_TEXTURE)
+    gl.glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_COMPARE_FUNC, GL_LEQUAL)
+    gl.glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_LINEAR)
+    gl.glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_LINEAR)
+    gl.glBindTexture(GL_TEXTURE_2D, 0)
 
 
 def gl_errors() -> list[int]:

@@ -7,9 +7,10 @@ Passes (each switchable through :class:`Effects`):
    shadow does not shimmer while it moves);
 2. scene: floor (procedural checker), skinned characters, debug solids and wide lines into
    a colour + depth target at full resolution, lit by sun (shadowed) and sky;
-3. SSAO from the depth buffer at ``ssao_scale`` of the resolution, then a separable blur;
+3. SSAO from the depth buffer at ``ssao_scale`` of the resolution, then a 4x4 blur there;
 4. bloom: bright pass and separable blur at ``bloom_scale`` of the resolution;
-5. composite (colour x AO + bloom) and FXAA into the output target.
+5. one full-resolution final pass: FXAA on the scene colour, x AO (bilinear upsampled),
+   + bloom, into the output target.
 
 With SSAO, bloom and FXAA all off, the scene pass renders straight into the output.
 """
@@ -32,6 +33,7 @@ class Effects:
 
     Attributes:
         shadows, ssao, bloom, fxaa, floor: turn each part on or off.
+        ssao_samples: hemisphere samples per AO pixel (1..16).
         shadow_size: shadow map edge in texels.
         shadow_extent: half edge (m) of the square the shadow map covers around the focus.
         ssao_scale, bloom_scale: resolution of SSAO / bloom relative to the frame.
@@ -47,9 +49,10 @@ class Effects:
     bloom: bool = True
     fxaa: bool = True
     floor: bool = True
-    shadow_size: int = 2048
+    shadow_size: int = 1024
     shadow_extent: float = 5.0
     ssao_scale: float = 0.5
+    ssao_samples: int = 8
     ssao_radius: float = 0.3
     ssao_strength: float = 1.1
     bloom_scale: float = 0.25
@@ -95,9 +98,9 @@ class Pipeline:
         self.line_shader = gl.Shader("lines.vs", "lines.fs")
         self.ssao_shader = gl.Shader("fullscreen.vs", "ssao.fs")
         self.blur_shader = gl.Shader("fullscreen.vs", "blur.fs")
+        self.blur4_shader = gl.Shader("fullscreen.vs", "blur4.fs")
         self.bright_shader = gl.Shader("fullscreen.vs", "bright.fs")
-        self.composite_shader = gl.Shader("fullscreen.vs", "composite.fs")
-        self.fxaa_shader = gl.Shader("fullscreen.vs", "fxaa.fs")
+        self.final_shader = gl.Shader("fullscreen.vs", "final.fs")
         self.empty_vao = int(rl.rl_load_vertex_array())
         quad = np.array([[-1, 0, -1], [1, 0, -1], [1, 0, 1], [-1, 0, -1], [1, 0, 1], [-1, 0, 1]], np.float32)
         self.floor = gl.VertexArray({gl.ATTR_POSITION: quad, gl.ATTR_NORMAL: np.tile([[0, 1, 0]], (6, 1)).astype(np.float32),
@@ -106,6 +109,7 @@ class Pipeline:
         self.solids = None
         self.shadow_fb: gl.Framebuffer | None = None
         self.timings: dict[str, float] = {}
+        self.sync_timings = False   # glFinish after each pass so timings include GPU work
         self.width = self.height = 0
         self._targets: list[gl.Framebuffer] = []
         self.resize(width, height)
@@ -119,14 +123,13 @@ class Pipeline:
         w, h = self.width, self.height
         self.output = gl.Framebuffer(w, h, color=True, depth=True)
         self.scene = gl.Framebuffer(w, h, color=True, depth=True)
-        self.post = gl.Framebuffer(w, h, color=True, depth=False)
         sw, sh = _scaled(w, h, self.effects.ssao_scale)
         self.ao = gl.Framebuffer(sw, sh, color=True, depth=False)
         self.ao_tmp = gl.Framebuffer(sw, sh, color=True, depth=False)
         bw, bh = _scaled(w, h, self.effects.bloom_scale)
         self.bloom = gl.Framebuffer(bw, bh, color=True, depth=False)
         self.bloom_tmp = gl.Framebuffer(bw, bh, color=True, depth=False)
-        self._targets = [self.output, self.scene, self.post, self.ao, self.ao_tmp, self.bloom, self.bloom_tmp]
+        self._targets = [self.output, self.scene, self.ao, self.ao_tmp, self.bloom, self.bloom_tmp]
         self._scales = (self.effects.ssao_scale, self.effects.bloom_scale)
 
     def _ensure_shadow_map(self) -> None:
@@ -135,6 +138,7 @@ class Pipeline:
             if self.shadow_fb is not None:
                 self.shadow_fb.unload()
             self.shadow_fb = gl.Framebuffer(size, size, color=False, depth=True)
+            gl.enable_depth_compare(self.shadow_fb.depth)
 
     def unload(self) -> None:
         for t in self._targets:
@@ -146,8 +150,8 @@ class Pipeline:
             if va is not None:
                 va.unload()
         for s in (self.scene_shader, self.skinned_shader, self.depth_shader, self.depth_skinned_shader,
-                  self.line_shader, self.ssao_shader, self.blur_shader, self.bright_shader,
-                  self.composite_shader, self.fxaa_shader):
+                  self.line_shader, self.ssao_shader, self.blur_shader, self.blur4_shader,
+                  self.bright_shader, self.final_shader):
             s.unload()
         rl.rl_unload_vertex_array(self.empty_vao)
 
@@ -174,23 +178,30 @@ class Pipeline:
         e = self.effects
         if self._scales != (e.ssao_scale, e.bloom_scale):
             self.resize(self.width, self.height)
-        t0 = time.perf_counter()
+        sync = gl.libgl().glFinish if self.sync_timings else (lambda: None)
         rl.rl_draw_render_batch_active()
+        sync()
+        t0 = time.perf_counter()
         self._upload(queue)
         light = self.light_matrix(focus)
         if e.shadows:
             self._shadow_pass(queue, light)
+        sync()
         t1 = time.perf_counter()
         post = e.ssao or e.bloom or e.fxaa
         target = self.scene if post else self.output
         self._scene_pass(queue, target, projection @ view, camera_position, light)
+        sync()
         t2 = time.perf_counter()
         if post:
             self._post(projection)
         rl.rl_disable_framebuffer()
         rl.rl_viewport(0, 0, rl.get_render_width(), rl.get_render_height())
+        sync()
         t3 = time.perf_counter()
         self.timings = {"shadow": t1 - t0, "scene": t2 - t1, "post": t3 - t2}
+        if post and self.sync_timings:
+            self.timings.update(self.post_timings)
 
     def _upload(self, queue: FrameQueue) -> None:
         if queue.lines is not None:
@@ -332,16 +343,24 @@ class Pipeline:
         rl.rl_disable_depth_test()
         rl.rl_disable_color_blend()
         w, h = self.width, self.height
+        sync = gl.libgl().glFinish if self.sync_timings else (lambda: None)
+        t0 = time.perf_counter()
         if e.ssao:
             s = self.ssao_shader
             s.use()
             s.set_matrix("projection", projection)
             s.set_matrix("invProjection", np.linalg.inv(projection))
-            s.set_float("texel", 1.0 / w, 1.0 / h)
             s.set_float("radius", e.ssao_radius)
             s.set_float("strength", e.ssao_strength)
+            s.set_int("samples", int(np.clip(e.ssao_samples, 1, 16)))
+            s.set_float("texel", 1.0 / w, 1.0 / h)
             self._fullscreen(s, self.ao, {"depthMap": self.scene.depth})
-            self._blur(self.ao, self.ao_tmp)
+            s = self.blur4_shader
+            s.use()
+            s.set_float("texel", 1.0 / self.ao.width, 1.0 / self.ao.height)
+            self._fullscreen(s, self.ao_tmp, {"source": self.ao.color})
+        sync()
+        t1 = time.perf_counter()
         if e.bloom:
             s = self.bright_shader
             s.use()
@@ -349,21 +368,22 @@ class Pipeline:
             s.set_float("threshold", e.bloom_threshold)
             self._fullscreen(s, self.bloom, {"source": self.scene.color})
             self._blur(self.bloom, self.bloom_tmp)
-        s = self.composite_shader
+        sync()
+        t2 = time.perf_counter()
+        s = self.final_shader
         s.use()
+        s.set_float("texel", 1.0 / w, 1.0 / h)
+        s.set_float("fxaaOn", 1.0 if e.fxaa else 0.0)
         s.set_float("aoOn", 1.0 if e.ssao else 0.0)
         s.set_float("bloomOn", 1.0 if e.bloom else 0.0)
         s.set_float("bloomStrength", e.bloom_strength)
-        dst = self.post if e.fxaa else self.output
-        self._fullscreen(s, dst, {"colorMap": self.scene.color, "aoMap": self.ao.color, "bloomMap": self.bloom.color})
-        if e.fxaa:
-            s = self.fxaa_shader
-            s.use()
-            s.set_float("texel", 1.0 / w, 1.0 / h)
-            self._fullscreen(s, self.output, {"source": self.post.color})
+        self._fullscreen(s, self.output, {"colorMap": self.scene.color, "aoMap": self.ao_tmp.color,
+                                          "bloomMap": self.bloom.color})
         rl.rl_disable_shader()
         gl.unbind_textures(3)
         rl.rl_enable_color_blend()
+        sync()
+        self.post_timings = {"ssao": t1 - t0, "bloom": t2 - t1, "final (fxaa+composite)": time.perf_counter() - t2}
 
     def _blur(self, fb: gl.Framebuffer, tmp: gl.Framebuffer) -> None:
         s = self.blur_shader

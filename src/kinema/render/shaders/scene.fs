@@ -1,5 +1,5 @@
 #version 330
-// Forward lighting: sun (directional, shadow-mapped with 3x3 PCF) + sky/ground ambient,
+// Forward lighting: sun (directional, shadow-mapped with filtered PCF) + sky/ground ambient,
 // base colour x texture x vertex colour; the floor is a procedural anti-aliased checker
 // that fades into the sky colour with distance. Output is gamma-encoded (sRGB-ish).
 in vec3 fragWorld;
@@ -24,7 +24,7 @@ uniform vec3 cameraPos;
 uniform float fogDistance;
 
 uniform float shadowsOn;
-uniform sampler2D shadowMap;
+uniform sampler2DShadow shadowMap;   // hardware depth compare, bilinear PCF
 uniform mat4 lightViewProj;
 uniform float shadowTexel;
 uniform float shadowBias;
@@ -39,14 +39,12 @@ float sunVisibility(vec3 world, vec3 n)
     vec4 lp = lightViewProj * vec4(world + n * 0.02, 1.0);
     vec3 c = lp.xyz / lp.w * 0.5 + 0.5;
     if (c.x <= 0.0 || c.x >= 1.0 || c.y <= 0.0 || c.y >= 1.0 || c.z >= 1.0) return 1.0;
-    float lit = 0.0;
-    for (int x = -1; x <= 1; x++)
-        for (int y = -1; y <= 1; y++)
-        {
-            float d = texture(shadowMap, c.xy + vec2(x, y) * shadowTexel).r;
-            lit += (c.z - shadowBias > d) ? 0.0 : 1.0;
-        }
-    return lit / 9.0;
+    float z = c.z - shadowBias;
+    // 4 bilinear-filtered compares = a smooth 3x3-texel PCF footprint
+    return 0.25 * (texture(shadowMap, vec3(c.xy + vec2(-0.5, -0.5) * shadowTexel, z))
+                 + texture(shadowMap, vec3(c.xy + vec2( 0.5, -0.5) * shadowTexel, z))
+                 + texture(shadowMap, vec3(c.xy + vec2(-0.5,  0.5) * shadowTexel, z))
+                 + texture(shadowMap, vec3(c.xy + vec2( 0.5,  0.5) * shadowTexel, z)));
 }
 
 void main()
