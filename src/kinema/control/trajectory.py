@@ -1,0 +1,207 @@
+"""Gamepad / keyboard stick -> desired velocity and facing -> predicted future trajectory.
+
+The character's "simulation" object (position, velocity, acceleration on the floor; a yaw
+rotation with angular velocity) follows the desired velocity and facing through
+critically damped springs (:mod:`kinema.control.springs`, exact closed forms), as in
+Holden's Motion-Matching controller. Its future at the feature sample times (default
++20, +40, +60 frames at 60 Hz) is predicted in closed form with the input held.
+
+Conventions: metres, seconds, Y up; a facing direction is a unit floor vector; yaw
+``a`` maps +Z to ``(sin a, 0, cos a)``; the character's left is +X when it faces +Z.
+Sticks are ``(x, y)`` with +x right and +y **forward/up** (flip a gamepad's "left_y",
+which is +1 when pushed down).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kinema.control import springs
+from kinema.maths import quat
+
+_UP = np.array([0.0, 1.0, 0.0])
+
+
+@dataclass(frozen=True)
+class ControlConfig:
+    """How sticks map to motion.
+
+    Attributes:
+        dead_zone: stick magnitudes below this read as zero.
+        run_speeds / walk_speeds: (forward, sideways, backward) m/s, relative to the facing.
+        position_halflife: halflife (s) of the velocity spring (MM: 0.27).
+        rotation_halflife: halflife (s) of the facing spring (MM: 0.27).
+        gait_halflife: halflife (s) of the run <-> walk blend (MM: 0.1).
+        times: prediction times in seconds (MM: 20, 40, 60 frames at 60 Hz).
+        camera_relative: stick directions relative to the camera (else to the character).
+    """
+
+    dead_zone: float = 0.2
+    run_speeds: tuple[float, float, float] = (4.0, 3.0, 2.5)
+    walk_speeds: tuple[float, float, float] = (1.75, 1.5, 1.25)
+    position_halflife: float = 0.27
+    rotation_halflife: float = 0.27
+    gait_halflife: float = 0.1
+    times: tuple[float, ...] = (20 / 60, 40 / 60, 60 / 60)
+    camera_relative: bool = True
+
+
+def read_stick(x: float, y: float, dead_zone: float = 0.2) -> np.ndarray:
+    """Stick (x, y) -> (2,) with a dead zone and a squared magnitude response (MM):
+    zero below ``dead_zone``, else ``direction * min(1, |stick|)^2``."""
+    s = np.array([x, y], np.float64)
+    m = float(np.hypot(*s))
+    if m < dead_zone:
+        return np.zeros(2)
+    return s / m * min(1.0, m) ** 2
+
+
+def yaw_direction(yaw: float) -> np.ndarray:
+    """Unit floor direction (3,) of a yaw angle (radians)."""
+    return np.array([np.sin(yaw), 0.0, np.cos(yaw)])
+
+
+def _direction_yaw(d: np.ndarray) -> float:
+    return float(np.arctan2(d[0], d[2]))
+
+
+def stick_to_world(stick: np.ndarray, frame_yaw: float) -> np.ndarray:
+    """A stick (2,) read in a frame facing ``frame_yaw`` as a world floor vector (3,):
+    +y is the frame's forward, +x its right (-X for a frame facing +Z)."""
+    local = np.array([-stick[0], 0.0, stick[1]])
+    c, s = np.cos(frame_yaw), np.sin(frame_yaw)
+    return np.array([c * local[0] + s * local[2], 0.0, c * local[2] - s * local[0]])
+
+
+def desired_velocity(stick_world: np.ndarray, facing: np.ndarray, speeds: np.ndarray) -> np.ndarray:
+    """World floor velocity (3,) for a world stick vector, scaled anisotropically by the
+    (forward, sideways, backward) ``speeds`` in the character's facing frame."""
+    yaw = _direction_yaw(facing)
+    c, s = np.cos(yaw), np.sin(yaw)
+    lx = c * stick_world[0] - s * stick_world[2]       # into the facing frame
+    lz = s * stick_world[0] + c * stick_world[2]
+    lx *= speeds[1]
+    lz *= speeds[0] if lz > 0 else speeds[2]
+    return np.array([c * lx + s * lz, 0.0, c * lz - s * lx])
+
+
+def _yaw_quat(yaw: float) -> np.ndarray:
+    return np.array([np.cos(yaw / 2), 0.0, np.sin(yaw / 2), 0.0])
+
+
+@dataclass
+class Simulation:
+    """The simulated character root, advanced by springs.
+
+    Attributes:
+        position, velocity, acceleration: (3,) floor vectors (y = 0).
+        rotation: (4,) yaw quaternion; angular_velocity: (3,) rad/s.
+        gait: 0 running .. 1 walking (springy), with its rate ``gait_velocity``.
+        desired_rotation: (4,) the facing goal kept while the stick is released.
+    """
+
+    position: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    velocity: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    acceleration: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    rotation: np.ndarray = field(default_factory=lambda: np.array([1.0, 0.0, 0.0, 0.0]))
+    angular_velocity: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    gait: float = 0.0
+    gait_velocity: float = 0.0
+    desired_rotation: np.ndarray = field(default_factory=lambda: np.array([1.0, 0.0, 0.0, 0.0]))
+
+    @property
+    def direction(self) -> np.ndarray:
+        """Facing (3,): the rotation applied to +Z."""
+        return quat.rotate(self.rotation, np.array([0.0, 0.0, 1.0]))
+
+
+@dataclass
+class Prediction:
+    """Predicted simulation at future times.
+
+    Attributes:
+        times: (T,) seconds ahead; positions (T, 3); directions (T, 3) unit floor vectors;
+        velocities (T, 3) m/s.
+    """
+
+    times: np.ndarray
+    positions: np.ndarray
+    directions: np.ndarray
+    velocities: np.ndarray
+
+    def features(self, root_position: np.ndarray, root_direction: np.ndarray) -> np.ndarray:
+        """Trajectory matching features (4T,): positions (x, z) relative to the root, then
+        directions (x, z), both in the root's space (the database layout)."""
+        yaw = _direction_yaw(root_direction)
+        c, s = np.cos(yaw), np.sin(yaw)
+
+        def local(v):
+            return np.stack([c * v[:, 0] - s * v[:, 2], s * v[:, 0] + c * v[:, 2]], axis=1)
+        rel = self.positions - np.asarray(root_position)[None]
+        return np.concatenate([local(rel).ravel(), local(self.directions).ravel()])
+
+
+class TrajectoryController:
+    """Sticks -> springs -> the simulated root and its predicted future.
+
+    Args:
+        config: speeds, halflives, prediction times.
+        position: start position (3,) and ``yaw`` start facing (radians).
+    """
+
+    def __init__(self, config: ControlConfig | None = None, position=(0.0, 0.0, 0.0), yaw: float = 0.0):
+        self.config = config or ControlConfig()
+        self.sim = Simulation(position=np.array(position, np.float64) * [1, 0, 1],
+                              rotation=_yaw_quat(yaw), desired_rotation=_yaw_quat(yaw))
+        self.desired_velocity = np.zeros(3)
+
+    def targets(self, stick: np.ndarray, camera_yaw: float = 0.0, facing_stick: np.ndarray | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """Desired world velocity (3,) and desired rotation (4,) for a (dead-zoned) stick."""
+        cfg, sim = self.config, self.sim
+        frame_yaw = camera_yaw if cfg.camera_relative else _direction_yaw(sim.direction)
+        world = stick_to_world(np.asarray(stick, np.float64), frame_yaw)
+        speeds = (1 - sim.gait) * np.array(cfg.run_speeds) + sim.gait * np.array(cfg.walk_speeds)
+        vel = desired_velocity(world, sim.direction, speeds)
+        if facing_stick is not None and np.hypot(*facing_stick) > 0.01:  # strafe: face the right stick
+            d = stick_to_world(np.asarray(facing_stick, np.float64), frame_yaw)
+            rot = _yaw_quat(_direction_yaw(d))
+        elif np.linalg.norm(world) > 0.01:
+            rot = _yaw_quat(_direction_yaw(vel))
+        else:
+            rot = sim.desired_rotation
+        return vel, rot
+
+    def update(self, stick: np.ndarray, dt: float, walk: bool = False, camera_yaw: float = 0.0,
+               facing_stick: np.ndarray | None = None) -> Simulation:
+        """Advance the simulation by ``dt`` seconds with the stick (already dead-zoned,
+        e.g. by :func:`read_stick`) held; returns the new state."""
+        sim, cfg = self.sim, self.config
+        g, gv = springs.spring(np.array(sim.gait), np.array(sim.gait_velocity), np.array(float(walk)),
+                               cfg.gait_halflife, dt)
+        sim.gait, sim.gait_velocity = float(g), float(gv)
+        vel, rot = self.targets(stick, camera_yaw, facing_stick)
+        self.desired_velocity = vel
+        sim.desired_rotation = rot
+        sim.position, sim.velocity, sim.acceleration = springs.velocity_spring(
+            sim.position, sim.velocity, sim.acceleration, vel, cfg.position_halflife, dt)
+        sim.rotation, sim.angular_velocity = springs.quat_spring(
+            sim.rotation, sim.angular_velocity, rot, cfg.rotation_halflife, dt)
+        sim.rotation = quat.normalize(sim.rotation)
+        return sim
+
+    def predict(self, times: np.ndarray | None = None) -> Prediction:
+        """The simulation at future ``times`` (s; default config.times), input held:
+        positions from the velocity spring and facing from the rotation spring, both in
+        closed form from the current state."""
+        cfg, sim = self.config, self.sim
+        t = np.asarray(cfg.times if times is None else times, np.float64)
+        pos, vel, _ = springs.velocity_spring_predict(sim.position, sim.velocity, sim.acceleration,
+                                                      self.desired_velocity, cfg.position_halflife, t)
+        rots = np.stack([springs.quat_spring(sim.rotation, sim.angular_velocity, sim.desired_rotation,
+                                             cfg.rotation_halflife, float(ti))[0] for ti in t])
+        dirs = quat.rotate(rots, np.broadcast_to([0.0, 0.0, 1.0], (len(t), 3)))
+        dirs[:, 1] = 0
+        dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
+        return Prediction(t, pos, dirs, vel)
