@@ -94,11 +94,13 @@ def test_features_layout_straight_line():
     np.testing.assert_allclose(f[6:], [0, 1, 0, 1, 0, 1], atol=1e-6)
 
 
-@pytest.mark.parametrize("dt", [1 / 30, 1 / 60, 1 / 144])
+@pytest.mark.parametrize("dt", [1 / 30, 1 / 60])
 def test_frame_rate_independent(dt):
-    a = TrajectoryController()
-    for _ in range(int(round(1.0 / dt))):
-        a.update(np.array([0.4, 0.9]), dt)
-    b = TrajectoryController()
-    b.update(np.array([0.4, 0.9]), 1.0)
-    np.testing.assert_allclose(a.sim.position, b.sim.position, atol=2e-2)
+    def run(step):
+        c = TrajectoryController()
+        for _ in range(int(round(2.0 / step))):
+            c.update(np.array([0.4, 0.9]), step)
+        return c.sim
+    a, b = run(dt), run(1 / 240)
+    np.testing.assert_allclose(a.position, b.position, atol=0.03)  # only the turn is sampled
+    np.testing.assert_allclose(a.direction, b.direction, atol=1e-3)
