@@ -74,3 +74,27 @@ def test_export_refuses_a_motion_on_another_skeleton(tmp_path):
     b = Motion.rest(Skeleton(["r", "y"], np.array([-1, 0]), np.zeros((2, 3))))
     with pytest.raises(KinemaError, match="skeleton"):
         save_glb(tmp_path / "bad.glb", a.skeleton, [a, b])
+
+
+@pytest.mark.parametrize("layout", ["datauri", "binfile"])
+def test_gltf_json_with_embedded_or_external_buffers(shared_data, tmp_path, layout):
+    """The same file as .gltf JSON with a data-URI buffer or a side .bin loads identically."""
+    import base64
+    import json
+
+    from kinema.io.gltf_document import parse_glb
+    src = shared_data / "characters" / "fox" / "fox.glb"
+    text, blob = parse_glb(src.read_bytes(), src)
+    doc = json.loads(text)
+    if layout == "datauri":
+        doc["buffers"][0]["uri"] = "data:application/octet-stream;base64," + base64.b64encode(blob).decode()
+    else:
+        doc["buffers"][0]["uri"] = "fox%20data.bin"                    # URI-escaped file name
+        (tmp_path / "fox data.bin").write_bytes(blob)
+    out = tmp_path / "fox.gltf"
+    out.write_text(json.dumps(doc))
+    a, b = gltf.load(src, animation="Walk"), gltf.load(out, animation="Walk")
+    _same_motion(b, a, atol=1e-6)
+    ca, cb = gltf.load_character(src), gltf.load_character(out)
+    np.testing.assert_array_equal(cb.meshes[0].positions, ca.meshes[0].positions)
+    np.testing.assert_array_equal(cb.meshes[0].texture, ca.meshes[0].texture)

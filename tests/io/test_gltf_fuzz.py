@@ -143,7 +143,7 @@ def _paths(obj, prefix=()):
             yield from _paths(v, prefix + (i,))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_fuzz_json_fields_of_a_real_file(tmp_path, fox_bytes, data):
     doc, blob = _split(fox_bytes)
@@ -162,7 +162,7 @@ def test_fuzz_json_fields_of_a_real_file(tmp_path, fox_bytes, data):
     _check_outcome(p)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_fuzz_bytes_of_a_real_file(tmp_path, fox_bytes, data):
     raw = bytearray(fox_bytes)

@@ -267,7 +267,7 @@ def read_float(doc: Document, index: int, components: int | tuple[int, ...] | No
                             f"accessor {index} has {a.shape[1]}")
     if a.dtype.kind == "f":
         out = a.astype(np.float64)
-    elif acc.normalized or a.dtype.itemsize < 4:
+    elif acc.normalized:
         info = np.iinfo(a.dtype)
         out = np.maximum(a.astype(np.float64) / info.max, -1.0)
     else:
