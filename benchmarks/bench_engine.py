@@ -17,6 +17,7 @@ Run: ``.venv/bin/python benchmarks/bench_engine.py [--frames 10000] [--entities 
 from __future__ import annotations
 
 import argparse
+import gc
 import math
 
 import numpy as np
@@ -173,9 +174,13 @@ def main(argv: list[str] | None = None) -> None:
     for pos in (a["world_pos"], b["world_pos"], d):
         np.testing.assert_allclose(pos, c, atol=1e-3)
 
+    gc.collect()  # start every case from a clean heap (earlier scenes hold reference cycles)
     t_naive = timeit(lambda: run_naive(n, args.peer_frames), repeat=1, warmup=0) / args.peer_frames
+    gc.collect()
     t_mat = timeit(lambda: run_matrices(n, args.peer_frames // 4), repeat=1, warmup=0) / (args.peer_frames // 4)
+    gc.collect()
     t_obj = timeit(lambda: run_kinema(n, frames, True), repeat=1, warmup=0) / frames
+    gc.collect()
     t_vec = timeit(lambda: run_kinema(n, frames, False), repeat=1, warmup=0) / frames
     rows = [
         ["kinema, Spin component per entity", frames, n, t_obj * frames, 1 / t_obj, t_naive / t_obj],
@@ -189,10 +194,15 @@ def main(argv: list[str] | None = None) -> None:
 
     build_rows = []
     for count in (1_000, 10_000, 30_000):
-        t_k = timeit(lambda: build_kinema(count, False), repeat=3 if count < 30_000 else 1, warmup=1)
-        t_c = timeit(lambda: build_concat(count), repeat=3 if count < 30_000 else 1, warmup=1)
+        gc.collect()
+        gc.disable()  # like the timeit module: time the work, not collections of earlier garbage
+        try:
+            t_k = timeit(lambda: build_kinema(count, False), repeat=3 if count < 30_000 else 1, warmup=1)
+            t_c = timeit(lambda: build_concat(count), repeat=3 if count < 30_000 else 1, warmup=1)
+        finally:
+            gc.enable()
         build_rows.append([count, t_k * 1e3, t_c * 1e3, t_c / t_k])
-    print_table("engine: building the scene, ms (ratio = concat-per-add / kinema)",
+    print_table("engine: building the scene, ms, GC paused (ratio = concat-per-add / kinema)",
                 ["entities", "kinema create_entity", "peer: concat per add", "ratio"], build_rows)
 
 
