@@ -95,164 +95,95 @@ def _decode(b: bytes) -> str:
 
 # --------------------------------------------------------------------------- hierarchy
 
-def _tokens(text: str) -> list[tuple[str, int]]:
-    """(token, 1-based line) for every whitespace-separated token; braces are tokens."""
-    out = []
+def _statements(text: str):
+    """Yield (tokens, 1-based line) per statement: the tokens of a line, split at braces
+    (so "JOINT a {" gives ["JOINT", "a"] then ["{"])."""
     for i, line in enumerate(text.split("\n"), 1):
-        for tok in line.replace("{", " { ").replace("}", " } ").split():
-            out.append((tok, i))
-    return out
+        toks = line.split()
+        if not toks:
+            continue
+        if len(toks) > 1 and ("{" in line or "}" in line):
+            group: list[str] = []
+            for tok in line.replace("{", " { ").replace("}", " } ").split():
+                if tok in ("{", "}"):
+                    if group:
+                        yield group, i
+                        group = []
+                    yield [tok], i
+                else:
+                    group.append(tok)
+            if group:
+                yield group, i
+        else:
+            yield toks, i
 
 
-class _Cursor:
-    """Walks the header tokens; every read checks bounds and raises FormatError."""
-
-    def __init__(self, tokens: list[tuple[str, int]], path, end_line: int):
-        self.tokens, self.i, self.path, self.end_line = tokens, 0, path, end_line
-
-    def peek(self) -> str | None:
-        return self.tokens[self.i][0] if self.i < len(self.tokens) else None
-
-    def line(self) -> int:
-        return self.tokens[self.i][1] if self.i < len(self.tokens) else self.end_line
-
-    def next(self, what: str) -> str:
-        if self.i >= len(self.tokens):
-            raise FormatError(f"unexpected end of HIERARCHY, expected {what}", self.path, self.end_line)
-        tok = self.tokens[self.i][0]
-        self.i += 1
-        return tok
-
-    def expect(self, word: str) -> None:
-        line = self.line()
-        tok = self.next(repr(word))
-        if tok != word:
-            raise FormatError(f"expected {word!r}, found {tok!r}", self.path, line)
-
-    def rest_of_line(self) -> list[str]:
-        """Tokens left on the current line (stops before a brace)."""
-        if self.i >= len(self.tokens):
-            return []
-        line = self.tokens[self.i - 1][1] if self.i else 0
-        out = []
-        while self.i < len(self.tokens) and self.tokens[self.i][1] == line and self.tokens[self.i][0] not in "{}":
-            out.append(self.tokens[self.i][0])
-            self.i += 1
-        return out
-
-    def number(self, what: str) -> float:
-        line = self.line()
-        tok = self.next(what)
-        try:
-            v = float(tok)
-        except ValueError:
-            raise FormatError(f"expected a number for {what}, found {tok!r}", self.path, line) from None
-        if not abs(v) < MAX_ABS_VALUE:
-            raise FormatError(f"{what} is not finite or out of range ({tok!r})", self.path, line)
-        return v
+def _number(tok: str, what: str, path, line: int) -> float:
+    try:
+        v = float(tok)
+    except ValueError:
+        raise FormatError(f"expected a number for {what}, found {tok!r}", path, line) from None
+    if not abs(v) < MAX_ABS_VALUE:
+        raise FormatError(f"{what} is not finite or out of range ({tok!r})", path, line)
+    return v
 
 
 def _parse_hierarchy(text: str, path):
-    tokens = _tokens(text)
-    cur = _Cursor(tokens, path, text.count("\n") + 1)
-    if cur.peek() is None or cur.peek().upper() != "HIERARCHY":
-        raise FormatError("file does not start with HIERARCHY", path, cur.line())
-    cur.next("HIERARCHY")
-    if cur.peek() is None or cur.peek().upper() != "ROOT":
-        raise FormatError(f"expected ROOT, found {cur.peek()!r}", path, cur.line())
-
+    """Joint names, parents, offsets, channels and End Sites of the HIERARCHY block."""
     names: list[str] = []
     parents: list[int] = []
-    offsets: list[list[float]] = []
-    channels: list[list[str]] = []
+    offsets: list = []
+    channels: list = []
     end_sites: list[tuple[int, np.ndarray, int]] = []
     seen: dict[str, int] = {}
-
-    # Iterative depth-first walk: stack holds the index of the open joint (or -2 for an
-    # End Site block) for each '{' opened.
+    # One entry per open '{': the joint index, or -2 for an End Site block. A joint or
+    # End Site statement waits in `pending` until its '{'.
     stack: list[int] = []
-    while True:
-        tok = cur.peek()
-        line = cur.line()
-        if tok is None:
-            if stack:
-                raise FormatError("unexpected end of HIERARCHY: missing '}'", path, line)
-            break
-        up = tok.upper()
-        if up in ("ROOT", "JOINT"):
-            cur.next(tok)
-            if up == "ROOT" and (stack or names):
-                raise FormatError("several ROOT joints (only one skeleton per file is supported)"
-                                  if not stack else "ROOT inside another joint", path, line)
-            if up == "JOINT" and not stack:
-                raise FormatError("JOINT outside of the ROOT block", path, line)
+    pending: tuple[int, int] | None = None      # (joint index or -2, line)
+    closed_root = False
+    last_line = text.count("\n") + 1
+    statements = _statements(text)
+    first = next(statements, None)
+    if first is None or first[0][0].upper() != "HIERARCHY" or len(first[0]) != 1:
+        raise FormatError("file does not start with HIERARCHY", path, 1 if first is None else first[1])
+    for toks, line in statements:
+        head = toks[0]
+        key = head.upper()
+        if closed_root:
+            raise FormatError(f"unexpected {head!r} after the ROOT block", path, line)
+        if pending is not None and head != "{":
+            raise FormatError(f"expected '{{', found {head!r}", path, line)
+        if key in ("ROOT", "JOINT"):
+            if key == "ROOT" and (stack or names):
+                raise FormatError("ROOT inside another joint" if stack else
+                                  "several ROOT joints (only one skeleton per file is supported)", path, line)
+            if key == "JOINT" and not stack:
+                raise FormatError("JOINT outside of the ROOT block" if names else f"expected ROOT, found {head!r}",
+                                  path, line)
             if stack and stack[-1] < 0:
                 raise FormatError("JOINT inside an End Site", path, line)
-            name = " ".join(cur.rest_of_line())
+            name = " ".join(toks[1:])
             if not name:
-                raise FormatError(f"{tok} without a name", path, line)
+                raise FormatError(f"{head} without a name", path, line)
             if name in seen:
                 raise FormatError(f"duplicate joint name {name!r} (first on line {seen[name]})", path, line)
             seen[name] = line
-            cur.expect("{")
-            j = len(names)
             names.append(name)
             parents.append(stack[-1] if stack else -1)
             offsets.append(None)
             channels.append(None)
-            stack.append(j)
-        elif up == "END":
-            cur.next(tok)
-            cur.rest_of_line()  # "Site" (and anything else some exporters put there)
+            pending = (len(names) - 1, line)
+        elif key == "END":
             if not stack or stack[-1] < 0:
                 raise FormatError("End Site outside of a joint", path, line)
-            cur.expect("{")
             end_sites.append((stack[-1], None, len(names)))
-            stack.append(-2)
-        elif up == "OFFSET":
-            cur.next(tok)
-            if not stack:
-                raise FormatError("OFFSET outside of a joint", path, line)
-            off = [cur.number("OFFSET x"), cur.number("OFFSET y"), cur.number("OFFSET z")]
-            if stack[-1] < 0:
-                j, prev, at = end_sites[-1]
-                if prev is not None:
-                    raise FormatError("second OFFSET in an End Site", path, line)
-                end_sites[-1] = (j, np.asarray(off, np.float64), at)
-            else:
-                if offsets[stack[-1]] is not None:
-                    raise FormatError(f"second OFFSET for joint {names[stack[-1]]!r}", path, line)
-                offsets[stack[-1]] = off
-        elif up == "CHANNELS":
-            cur.next(tok)
-            if not stack or stack[-1] < 0:
-                raise FormatError("CHANNELS outside of a joint", path, line)
-            j = stack[-1]
-            if channels[j] is not None:
-                raise FormatError(f"second CHANNELS for joint {names[j]!r}", path, line)
-            count_tok = cur.next("channel count")
-            if not (count_tok.isascii() and count_tok.isdigit()) or int(count_tok) > 6:
-                raise FormatError(f"bad channel count {count_tok!r} (0 to 6)", path, line)
-            chans = []
-            for k in range(int(count_tok)):
-                cline = cur.line()
-                if cline != line:
-                    raise FormatError(f"CHANNELS {count_tok} but {k} channel names for joint {names[j]!r}",
-                                      path, line)
-                c = cur.next("channel name")
-                canon = CHANNEL_NAMES.get(c.lower())
-                if canon is None:
-                    raise FormatError(f"unknown channel {c!r} for joint {names[j]!r} (CHANNELS {count_tok})",
-                                      path, cline)
-                if canon in chans:
-                    raise FormatError(f"channel {canon} repeated for joint {names[j]!r}", path, cline)
-                chans.append(canon)
-            if cur.peek() is not None and cur.line() == line and cur.peek() not in "{}":
-                raise FormatError(f"more channel names than CHANNELS {count_tok} for joint {names[j]!r}",
-                                  path, line)
-            channels[j] = chans
-        elif tok == "}":
-            cur.next(tok)
+            pending = (-2, line)
+        elif head == "{":
+            if pending is None:
+                raise FormatError("'{' without ROOT, JOINT or End Site before it", path, line)
+            stack.append(pending[0])
+            pending = None
+        elif head == "}":
             if not stack:
                 raise FormatError("unbalanced '}'", path, line)
             j = stack.pop()
@@ -264,12 +195,58 @@ def _parse_hierarchy(text: str, path):
                     raise FormatError(f"joint {names[j]!r} has no OFFSET", path, line)
                 if channels[j] is None:
                     raise FormatError(f"joint {names[j]!r} has no CHANNELS", path, line)
-            if not stack and cur.peek() is not None:
-                raise FormatError(f"unexpected {cur.peek()!r} after the ROOT block", path, cur.line())
+            closed_root = not stack
+        elif key == "OFFSET":
+            if not stack:
+                raise FormatError("OFFSET outside of a joint", path, line)
+            if len(toks) != 4:
+                if len(toks) < 4:
+                    for k, tok in enumerate(toks[1:]):
+                        _number(tok, "OFFSET " + "xyz"[k], path, line)
+                    raise FormatError(f"OFFSET needs 3 numbers, found {len(toks) - 1}", path, line)
+                raise FormatError(f"OFFSET needs 3 numbers, found {len(toks) - 1}: {' '.join(toks[1:])[:60]!r}",
+                                  path, line)
+            off = [_number(toks[1], "OFFSET x", path, line), _number(toks[2], "OFFSET y", path, line),
+                   _number(toks[3], "OFFSET z", path, line)]
+            if stack[-1] < 0:
+                j, prev, at = end_sites[-1]
+                if prev is not None:
+                    raise FormatError("second OFFSET in an End Site", path, line)
+                end_sites[-1] = (j, np.asarray(off, np.float64), at)
+            else:
+                if offsets[stack[-1]] is not None:
+                    raise FormatError(f"second OFFSET for joint {names[stack[-1]]!r}", path, line)
+                offsets[stack[-1]] = off
+        elif key == "CHANNELS":
+            if not stack or stack[-1] < 0:
+                raise FormatError("CHANNELS outside of a joint", path, line)
+            j = stack[-1]
+            if channels[j] is not None:
+                raise FormatError(f"second CHANNELS for joint {names[j]!r}", path, line)
+            count_tok = toks[1] if len(toks) > 1 else ""
+            if not (count_tok.isascii() and count_tok.isdigit()) or int(count_tok) > 6:
+                raise FormatError(f"bad channel count {count_tok!r} (0 to 6)", path, line)
+            n = int(count_tok)
+            if len(toks) - 2 != n:
+                raise FormatError(f"CHANNELS {n} but {len(toks) - 2} channel names for joint {names[j]!r}",
+                                  path, line)
+            chans = []
+            for c in toks[2:]:
+                canon = CHANNEL_NAMES.get(c.lower())
+                if canon is None:
+                    raise FormatError(f"unknown channel {c!r} for joint {names[j]!r}", path, line)
+                if canon in chans:
+                    raise FormatError(f"channel {canon} repeated for joint {names[j]!r}", path, line)
+                chans.append(canon)
+            channels[j] = chans
         else:
-            raise FormatError(f"unexpected {tok!r} in HIERARCHY", path, line)
+            raise FormatError(f"unexpected {head!r} in HIERARCHY", path, line)
+    if pending is not None:
+        raise FormatError("unexpected end of HIERARCHY: expected '{'", path, last_line)
+    if stack:
+        raise FormatError("unexpected end of HIERARCHY: missing '}'", path, last_line)
     if not names:
-        raise FormatError("HIERARCHY holds no joints", path, cur.line())
+        raise FormatError("HIERARCHY holds no joints", path, last_line)
     return (names, np.asarray(parents, np.int64), np.asarray(offsets, np.float64).reshape(-1, 3),
             channels, end_sites)
 
