@@ -223,6 +223,15 @@ def test_crlf_tabs_and_blank_lines():
     np.testing.assert_allclose(m.positions[:, 0], frames[:, :3])
 
 
+def test_byte_order_mark_and_keyword_case():
+    joints = [("R", -1, [0, 0, 0], bvh.DEFAULT_ROOT_CHANNELS), ("A", 0, [1, 0, 0], bvh.DEFAULT_CHANNELS)]
+    frames = np.arange(18, dtype=float).reshape(2, 9)
+    text = make_bvh(joints, frames)
+    text = text.replace("HIERARCHY", "hierarchy").replace("ROOT", "Root").replace("MOTION", "Motion")
+    m = bvh.to_motion(parse(b"\xef\xbb\xbf" + text.encode()), scale=1.0)
+    np.testing.assert_allclose(m.positions[:, 0], frames[:, :3])
+
+
 # ----------------------------------------------------------------------------- errors
 
 GOOD = make_bvh([("R", -1, [0, 0, 0], bvh.DEFAULT_ROOT_CHANNELS), ("A", 0, [1, 0, 0], bvh.DEFAULT_CHANNELS)],

@@ -23,7 +23,7 @@ CHANNEL_NAMES = {f"{a}{k}".lower(): f"{a.upper()}{k}" for k in ("position", "rot
 #: Larger magnitudes are refused: no mocap value is near it, and float32 would overflow.
 MAX_ABS_VALUE = 1e30
 
-_MOTION_RE = re.compile(rb"^[ \t]*MOTION[ \t]*\r?$", re.MULTILINE)
+_MOTION_RE = re.compile(rb"^[ \t]*MOTION[ \t]*\r?$", re.MULTILINE | re.IGNORECASE)
 _FRAMES_RE = re.compile(r"^\s*Frames\s*:?\s*(\S+)\s*$", re.IGNORECASE)
 _FRAME_TIME_RE = re.compile(r"^\s*Frame\s*Time\s*:?\s*(\S+)\s*$", re.IGNORECASE)
 
@@ -88,7 +88,7 @@ def parse(raw: bytes, path: str | Path | None = None) -> BvhData:
 
 def _decode(b: bytes) -> str:
     try:
-        return b.decode("utf-8")
+        return b.decode("utf-8-sig")        # a byte-order mark is not part of "HIERARCHY"
     except UnicodeDecodeError:
         return b.decode("latin-1")
 
