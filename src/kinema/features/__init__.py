@@ -1,7 +1,8 @@
 """Animation features on NumPy arrays: the ground-projected root (:mod:`.root`),
 trajectories over a time window in root space (:mod:`.trajectory`), contacts and local
 phases (:mod:`.contacts`) and the training-window dataset pipeline (:mod:`.dataset`)."""
-from kinema.features.contacts import contacts, local_phases, onsets, phase_vectors
+from kinema.features.contacts import contacts as contact_labels
+from kinema.features.contacts import local_phases, onsets, phase_vectors
 from kinema.features.dataset import FeatureDataset, FeatureSpec, Normalisation, build_dataset
 from kinema.features.root import (Root, RootConfig, compute_root, from_root_space, rotations_to_root_space,
                                   to_root_space, vectors_from_root_space, vectors_to_root_space)
@@ -10,5 +11,5 @@ from kinema.features.trajectory import (JointTrajectory, RootTrajectory, TimeSer
 
 __all__ = ["Root", "RootConfig", "compute_root", "to_root_space", "from_root_space", "vectors_to_root_space",
            "vectors_from_root_space", "rotations_to_root_space", "TimeSeries", "RootTrajectory",
-           "JointTrajectory", "root_trajectory", "joint_trajectory", "contacts", "local_phases", "onsets",
+           "JointTrajectory", "root_trajectory", "joint_trajectory", "contact_labels", "local_phases", "onsets",
            "phase_vectors", "FeatureSpec", "FeatureDataset", "Normalisation", "build_dataset"]

@@ -11,8 +11,10 @@ bone lengths and the effector position.
 
 Each iteration ends by placing every effector's last two bones in closed form (law of
 cosines, keeping their bend plane) when the target is within their reach from the joint
-above them: this is exact for two-bone limbs in one iteration and removes FABRIK's slow
-convergence for folded chains and targets near the limits of reach.
+above them, and, for a single chain still short of its target, by turning two rigid
+halves of the chain (split where the law of cosines has most slack) onto the target.
+Both keep every bone length; they make two-bone limbs exact in one iteration and remove
+FABRIK's slow convergence near full extension and for folded chains.
 
 The loop runs over iterations and over the joints of the tree, each step vectorised over
 the batch; converged batch items are frozen.
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kinema.errors import KinemaError
+from kinema.maths import quat
 
 
 @dataclass(eq=False)
@@ -74,6 +77,94 @@ def _apply_pole(p: np.ndarray, a: int, j: int, b: int, pole: np.ndarray, mask: n
     ok = mask & (n[:, 0] > 1e-9) & (lu[:, 0] > 1e-9) & (lw[:, 0] > 1e-9)
     new = p[:, a] + ua * axis + lu * w_perp / np.maximum(lw, 1e-12)
     p[:, j] = np.where(ok[:, None], new, p[:, j])
+
+
+def between(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Smallest rotation (..., 4) taking directions ``u`` to ``v`` (..., 3) (any length)."""
+    u = u / np.maximum(np.linalg.norm(u, axis=-1, keepdims=True), 1e-12)
+    v = v / np.maximum(np.linalg.norm(v, axis=-1, keepdims=True), 1e-12)
+    w = 1.0 + (u * v).sum(-1, keepdims=True)
+    axis = np.cross(u, v)
+    # opposite directions: a half turn about any axis perpendicular to u
+    opposite = w[..., 0] < 1e-9
+    if opposite.any():
+        other = np.where(np.abs(u[..., :1]) < 0.9, np.array([1.0, 0, 0]), np.array([0, 1.0, 0]))
+        perp = np.cross(u, other)
+        perp /= np.maximum(np.linalg.norm(perp, axis=-1, keepdims=True), 1e-12)
+        axis = np.where(opposite[..., None], perp, axis)
+        w = np.where(opposite[..., None], 0.0, w)
+    q = np.concatenate([w, axis], -1)
+    return q / np.linalg.norm(q, axis=-1, keepdims=True)
+
+
+def _rigid_split(p: np.ndarray, chain: list[int], target: np.ndarray, mask: np.ndarray,
+                 straighten: bool = False) -> None:
+    """Reach ``target`` exactly by turning two rigid halves of a single chain (in place).
+
+    For a split joint m the halves root..m and m..end have chords a and b; when
+    ``|a - b| <= d <= a + b`` (d: root to target) the first half turns about the root and
+    the second about m (law of cosines, keeping the bend plane), which keeps every bone
+    length and reaches the target. The split with the most slack is used. This finishes
+    chains near full extension, where FABRIK converges slowly. With ``straighten``, a chain
+    too bent for every split (all ``a + b < d``) whose full length reaches is first made
+    straight toward the target, then split near its middle.
+    """
+    root = p[:, chain[0]]
+    to_t = target - root
+    d = np.linalg.norm(to_t, axis=-1)
+    best = np.full(p.shape[0], -np.inf)
+    split = np.full(p.shape[0], -1)
+    too_bent = np.ones(p.shape[0], bool)
+    for m in chain[1:-1]:
+        a = np.linalg.norm(p[:, m] - root, axis=-1)
+        b = np.linalg.norm(p[:, chain[-1]] - p[:, m], axis=-1)
+        too_bent &= a + b < d
+        slack = np.minimum(a + b - d, d - np.abs(a - b))
+        better = mask & (slack >= 0) & (slack > best) & (d > 1e-9) & (a > 1e-9) & (b > 1e-9)
+        best = np.where(better, slack, best)
+        split = np.where(better, m, split)
+    # a chain too bent for any split, with the target within its full length: make it
+    # straight toward the target and split it near the middle, bending in the plane the
+    # split joint had
+    lengths = np.linalg.norm(np.diff(p[:, chain], axis=1), axis=-1)
+    cum = np.cumsum(lengths, axis=1)
+    total = cum[:, -1]
+    stuck = straighten & mask & (split < 0) & too_bent & (d <= total) & (d > 1e-9)
+    if stuck.any():
+        mid = 1 + np.argmin(np.abs(2 * cum[:, :-1] - total[:, None]), axis=1)
+        split = np.where(stuck, np.array(chain)[mid], split)
+    rows = np.nonzero(split >= 0)[0]
+    ref = np.zeros_like(root)
+    ref[rows] = p[rows, split[rows]]
+    if stuck.any():
+        u = to_t[stuck] / d[stuck, None]
+        p[np.ix_(np.nonzero(stuck)[0], chain[1:])] = root[stuck, None] + cum[stuck][:, :, None] * u[:, None]
+    for m in np.unique(split[split >= 0]):
+        i = np.nonzero(split == m)[0]
+        k = chain.index(int(m))
+        q = p[i]
+        r = root[i]
+        u = to_t[i] / d[i, None]
+        a = np.linalg.norm(q[:, m] - r, axis=-1, keepdims=True)
+        bvec = q[:, chain[-1]] - q[:, m]
+        b = np.linalg.norm(bvec, axis=-1, keepdims=True)
+        dd = d[i, None]
+        bend = ref[i] - r
+        v = bend - (bend * u).sum(-1, keepdims=True) * u
+        nv = np.linalg.norm(v, axis=-1, keepdims=True)
+        other = np.where(np.abs(u[:, :1]) < 0.9, np.array([1.0, 0, 0]), np.array([0, 1.0, 0]))
+        v = np.where(nv > 1e-9, v / np.maximum(nv, 1e-12), np.cross(u, other))
+        v /= np.linalg.norm(v, axis=-1, keepdims=True)
+        cos = np.clip((a * a + dd * dd - b * b) / (2 * a * dd), -1.0, 1.0)
+        pm = r + a * (cos * u + np.sqrt(1 - cos * cos) * v)
+        qa = between(q[:, m] - r, pm - r)
+        first = np.array(chain[:k + 1])
+        second = np.array(chain[k:])
+        turned = quat.rotate(qa[:, None], q[:, second] - q[:, m][:, None])
+        qb = between(turned[:, -1], target[i] - pm)
+        q[:, first] = r[:, None] + quat.rotate(qa[:, None], q[:, first] - r[:, None])
+        q[:, second] = pm[:, None] + quat.rotate(qb[:, None], turned)
+        p[i] = q
 
 
 def _two_bone(p: np.ndarray, a: int, m: int, e: int, target: np.ndarray, la: np.ndarray, lb: np.ndarray) -> None:
@@ -189,6 +280,9 @@ def solve(positions: np.ndarray, parents: Sequence[int], root: int, targets: Map
         for k, (e, chain) in enumerate(zip(effectors, chains)):
             if len(chain) >= 3 and not children[e] and len(children[chain[-2]]) == 1:
                 _two_bone(new, chain[-3], chain[-2], e, t[:, k], lengths[chain[-2]][active], lengths[e][active])
+        if len(effectors) == 1 and len(chains[0]) >= 3:
+            _rigid_split(new, chains[0], t[:, 0], np.linalg.norm(new[:, effectors[0]] - t[:, 0], axis=-1) > tolerance,
+                         straighten=iterations >= 3)
         p[active] = new
     if poles:
         for j, pole in poles.items():

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kinema.ik.fabrik import solve
+from kinema.ik.fabrik import between, solve
 from kinema.maths import quat
 
 
@@ -27,24 +27,6 @@ class PoseResult:
     positions: np.ndarray
     iterations: int
     errors: np.ndarray
-
-
-def between(u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Smallest rotation (..., 4) taking directions ``u`` to ``v`` (..., 3) (any length)."""
-    u = u / np.maximum(np.linalg.norm(u, axis=-1, keepdims=True), 1e-12)
-    v = v / np.maximum(np.linalg.norm(v, axis=-1, keepdims=True), 1e-12)
-    w = 1.0 + (u * v).sum(-1, keepdims=True)
-    axis = np.cross(u, v)
-    # opposite directions: a half turn about any axis perpendicular to u
-    opposite = w[..., 0] < 1e-9
-    if opposite.any():
-        other = np.where(np.abs(u[..., :1]) < 0.9, np.array([1.0, 0, 0]), np.array([0, 1.0, 0]))
-        perp = np.cross(u, other)
-        perp /= np.maximum(np.linalg.norm(perp, axis=-1, keepdims=True), 1e-12)
-        axis = np.where(opposite[..., None], perp, axis)
-        w = np.where(opposite[..., None], 0.0, w)
-    q = np.concatenate([w, axis], -1)
-    return q / np.linalg.norm(q, axis=-1, keepdims=True)
 
 
 def _fit_rotation(old: np.ndarray, new: np.ndarray) -> np.ndarray:
