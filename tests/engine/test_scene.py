@@ -220,6 +220,10 @@ def test_adding_entities_is_linear():
     assert grows == sorted(grows) and all(b == 2 * a for a, b in zip(grows, grows[1:]))
     assert len(scene.with_tag("t")) == n + 1
     np.testing.assert_array_equal(scene.find_all("e")[-1].world_position, [0, 0, 0])
+    # destroying them one by one is O(1) each as well (children are an ordered dict, slots a free list)
+    for e in root.children[::-1]:
+        e.destroy()
+    assert root.children == [] and len(scene) == n // 2 + 1 and scene.transforms.count == n // 2 + 1
 
 
 def test_remove_component_during_update_is_deferred():

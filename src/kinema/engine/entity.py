@@ -43,24 +43,28 @@ class Entity:
         scene: the owning scene.
         slot: row in ``scene.transforms``.
         parent: the parent entity or None.
-        children: child entities in creation order.
+        children: child entities in the order they were attached (a new list per access).
         components: attached components in the order added.
     """
 
-    __slots__ = ("name", "scene", "slot", "parent", "children", "components", "_tags", "alive", "__weakref__")
+    __slots__ = ("name", "scene", "slot", "parent", "_children", "components", "_tags", "alive", "__weakref__")
 
     def __init__(self, scene: Scene, name: str, slot: int, parent: Entity | None) -> None:
         self.name = name
         self.scene = scene
         self.slot = slot
         self.parent = parent
-        self.children: list[Entity] = []
+        self._children: dict[Entity, None] = {}  # ordered, O(1) removal
         self.components: list[Component] = []
         self._tags: set[str] = set()
         self.alive = True
 
     def __repr__(self) -> str:
         return f"Entity({self.name!r}, slot={self.slot}{'' if self.alive else ', destroyed'})"
+
+    @property
+    def children(self) -> list[Entity]:
+        return list(self._children)
 
     # ------------------------------------------------------------ components
     def add(self, component: C | type[C], *args, **kwargs) -> C:
@@ -133,12 +137,12 @@ class Entity:
         if keep_world:
             wp, wr, ws = self.world_position, self.world_rotation, self.world_scale
         if self.parent is not None:
-            self.parent.children.remove(self)
+            del self.parent._children[self]
         else:
             self.scene._roots.pop(self, None)
         self.parent = parent
         if parent is not None:
-            parent.children.append(self)
+            parent._children[self] = None
         else:
             self.scene._roots[self] = None
         self.scene.transforms.set_parent(self.slot, -1 if parent is None else parent.slot,
@@ -150,11 +154,11 @@ class Entity:
 
     def descendants(self) -> Iterator[Entity]:
         """Every entity below this one, depth first (pre-order)."""
-        stack = list(reversed(self.children))
+        stack = list(reversed(self._children))
         while stack:
             e = stack.pop()
             yield e
-            stack.extend(reversed(e.children))
+            stack.extend(reversed(e._children))
 
     def destroy(self) -> None:
         """Remove this entity, its descendants and their components from the scene.

@@ -80,7 +80,7 @@ class Scene:
         if parent is None:
             self._roots[e] = None
         else:
-            parent.children.append(e)
+            parent._children[e] = None
         self._names.setdefault(name, {})[e] = None
         if position is not None or rotation is not None or scale is not None:
             self.transforms.set_local(slot, position, rotation, scale)
@@ -149,7 +149,7 @@ class Scene:
                 self._drop_component(c)
         if entity.parent is not None:
             if entity.parent in self._entities:
-                entity.parent.children.remove(entity)
+                del entity.parent._children[entity]
         else:
             self._roots.pop(entity, None)
         for e in reversed(doomed):
