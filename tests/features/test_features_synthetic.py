@@ -111,6 +111,14 @@ def test_bad_config_names_the_problem():
         R.compute_root(gp, gr, m.skeleton, R.RootConfig(position_joint="Nope", left_hip=1, right_hip=3))
     with pytest.raises(KinemaError, match="left/right"):
         R.compute_root(gp, gr, m.skeleton, R.RootConfig())
+    with pytest.raises(KinemaError, match="skeleton"):
+        R.compute_root(gp, gr)
+    # without a config the rule is guessed from the skeleton: hips and shoulders here
+    guessed = R.RootConfig.guess(m.skeleton)
+    assert (guessed.position_joint, guessed.left_hip, guessed.right_hip) == (0, 1, 3)
+    assert (guessed.left_shoulder, guessed.right_shoulder) == (6, 8)
+    np.testing.assert_allclose(R.compute_root(gp, gr, m.skeleton).directions,
+                               R.compute_root(gp, gr, m.skeleton, LINES).directions, atol=1e-6)
 
 
 def test_time_series_offsets():

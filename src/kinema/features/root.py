@@ -297,11 +297,14 @@ def compute_root(global_positions: np.ndarray, global_rotations: np.ndarray | No
             may be None otherwise).
         skeleton: anything with ``index(name)`` (a :class:`kinema.motion.Skeleton`) to
             resolve joint names; may be None when the config uses indices.
-        config: the rule (default: joint 0 with no facing lines is an error, so pass one).
+        config: the rule (default: :meth:`RootConfig.guess` from ``skeleton``).
     Returns:
         :class:`Root` with positions (F, 3) at y = 0, yaw rotations (F, 4), directions (F, 3).
     """
-    config = config or RootConfig()
+    if config is None:
+        if skeleton is None:
+            raise KinemaError("compute_root needs a RootConfig or a skeleton to guess one from")
+        config = RootConfig.guess(skeleton)
     p = np.asarray(global_positions)
     if p.ndim != 3 or p.shape[-1] != 3:
         raise KinemaError(f"global_positions must be (F, J, 3), got {p.shape}")
