@@ -57,6 +57,47 @@ def top4_influences(joints: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray
     return j4.astype(np.float32), w4.astype(np.float32)
 
 
+SHADOW_LOD_CELL = 0.02  # metres: vertex clustering cell of the shadow-casting mesh
+
+
+def cluster_triangles(positions: np.ndarray, indices: np.ndarray, cell: float) -> np.ndarray:
+    """Vertex-clustering simplification: (T', 3) triangles over the original vertices.
+
+    Vertices in the same ``cell``-sized grid cell collapse onto one representative (the
+    first), triangles that become degenerate or repeated are dropped. Used for casting
+    shadows, where the silhouette matters at shadow-texel size.
+    """
+    key = np.floor(np.asarray(positions, np.float64) / cell).astype(np.int64)
+    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    rep = first[inverse.ravel()]
+    t = rep[np.asarray(indices)]
+    keep = (t[:, 0] != t[:, 1]) & (t[:, 1] != t[:, 2]) & (t[:, 0] != t[:, 2])
+    t = t[keep]
+    _, uniq = np.unique(np.sort(t, axis=1), axis=0, return_index=True)
+    return t[np.sort(uniq)]
+
+
+def orient_triangles(positions: np.ndarray, normals: np.ndarray, indices: np.ndarray,
+                     agreement: float = 0.95) -> tuple[np.ndarray, bool]:
+    """Make triangles counter-clockwise seen from the side their vertex normals point to.
+
+    Returns (indices (T, 3), cullable): when at least ``agreement`` of the triangles agree
+    with their normals (after flipping the whole mesh if most were clockwise), back faces
+    can be culled; otherwise the mesh is drawn double-sided.
+    """
+    p = positions[indices]                                       # (T, 3, 3)
+    face = np.cross(p[:, 1] - p[:, 0], p[:, 2] - p[:, 0])
+    avg = normals[indices].sum(axis=1)
+    ok = np.einsum("ij,ij->i", face, avg)
+    valid = np.abs(ok) > 0
+    if not valid.any():
+        return indices, False
+    ccw = (ok[valid] > 0).mean()
+    if ccw < 0.5:
+        indices, ccw = indices[:, ::-1].copy(), 1.0 - ccw
+    return indices, bool(ccw >= agreement)
+
+
 class GpuMesh:
     """One mesh of a character uploaded to the GPU (VAO, optional texture)."""
 
@@ -66,18 +107,26 @@ class GpuMesh:
         nrm = np.asarray(mesh.normals, np.float32)
         uv = np.zeros((pos.shape[0], 2), np.float32) if mesh.uvs is None else np.asarray(mesh.uvs, np.float32)
         idx = np.asarray(mesh.indices).reshape(-1, 3)
+        idx, self.cull = orient_triangles(pos, nrm, idx)
         attrs = {gl.ATTR_POSITION: pos, gl.ATTR_NORMAL: nrm, gl.ATTR_TEXCOORD: uv,
                  gl.ATTR_BONE_INDICES: j4, gl.ATTR_BONE_WEIGHTS: w4}
         if pos.shape[0] <= 65535:
             self.vao = gl.VertexArray(attrs, indices=idx.astype(np.uint16))
+            lod = cluster_triangles(pos, idx, SHADOW_LOD_CELL)
+            # shadows from a simplified triangle list over the same vertices (same silhouette
+            # at shadow-map resolution, a fraction of the triangles to rasterise)
+            self.shadow_vao = self.vao.with_indices(lod) if len(lod) < 0.8 * len(idx) else self.vao
         else:  # rlgl draws 16-bit indices: expand large meshes to a triangle soup
             flat = idx.ravel()
             self.vao = gl.VertexArray({k: v[flat] for k, v in attrs.items()})
+            self.shadow_vao = self.vao
         self.base_color = np.asarray(mesh.base_color, np.float32).reshape(4)
         self.texture = 0 if mesh.texture is None else gl.load_texture_rgba(mesh.texture)
         self.num_triangles = idx.shape[0]
 
     def unload(self) -> None:
+        if self.shadow_vao is not self.vao:
+            self.shadow_vao.unload()
         self.vao.unload()
         if self.texture:
             import pyray as rl

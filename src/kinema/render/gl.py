@@ -314,6 +314,24 @@ class VertexArray:
             self.index_count = idx.size
         rl.rl_disable_vertex_array()
 
+    def with_indices(self, indices: np.ndarray) -> "VertexArray":
+        """Another VAO over the same vertex buffers with its own (T, 3) uint16 triangle list
+        (e.g. a simplified level of detail); it does not own the shared vertex buffers."""
+        other = VertexArray.__new__(VertexArray)
+        other.dynamic, other.capacity, other.count = False, self.capacity, self.count
+        other.comps, other.vbos, other.shared = dict(self.comps), {}, True
+        other.vao = int(rl.rl_load_vertex_array())
+        rl.rl_enable_vertex_array(other.vao)
+        for loc, vbo in self.vbos.items():
+            rl.rl_enable_vertex_buffer(vbo)
+            rl.rl_set_vertex_attribute(loc, self.comps[loc], rl.RL_FLOAT, False, 0, 0)
+            rl.rl_enable_vertex_attribute(loc)
+        idx = np.ascontiguousarray(indices, np.uint16).ravel()
+        other.ebo = int(rl.rl_load_vertex_buffer_element(_ptr(idx), idx.nbytes, False))
+        other.index_count = idx.size
+        rl.rl_disable_vertex_array()
+        return other
+
     def update(self, attributes: dict[int, np.ndarray]) -> None:
         """Replace the vertex data (grows the buffers when needed)."""
         n = next(iter(attributes.values())).shape[0]
@@ -347,8 +365,9 @@ class VertexArray:
         rl.rl_disable_vertex_array()
 
     def unload(self) -> None:
-        for vbo in self.vbos.values():
-            rl.rl_unload_vertex_buffer(vbo)
+        if not getattr(self, "shared", False):
+            for vbo in self.vbos.values():
+                rl.rl_unload_vertex_buffer(vbo)
         if self.ebo:
             rl.rl_unload_vertex_buffer(self.ebo)
         if self.vao:

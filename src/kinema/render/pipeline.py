@@ -35,6 +35,7 @@ class Effects:
         shadows, ssao, bloom, fxaa, floor: turn each part on or off.
         ssao_samples: hemisphere samples per AO pixel (1..16).
         shadow_size: shadow map edge in texels.
+        shadow_soft: 4 filtered shadow compares per pixel (smooth edges) instead of 1.
         shadow_extent: half edge (m) of the square the shadow map covers around the focus.
         ssao_scale, bloom_scale: resolution of SSAO / bloom relative to the frame.
         ssao_radius (m), ssao_strength, bloom_threshold, bloom_strength: effect settings.
@@ -50,6 +51,7 @@ class Effects:
     fxaa: bool = True
     floor: bool = True
     shadow_size: int = 1024
+    shadow_soft: bool = True
     shadow_extent: float = 5.0
     ssao_scale: float = 0.5
     ssao_samples: int = 8
@@ -240,7 +242,9 @@ class Pipeline:
             for c in queue.characters:
                 s.set_matrices("boneMatrices", c.bones)
                 for m in c.model.meshes:
-                    m.vao.draw()
+                    _cull(m.cull)
+                    m.shadow_vao.draw()
+            _cull(False)
         if self.solids is not None and self.solids.count:
             s = self.depth_shader
             s.use()
@@ -263,6 +267,7 @@ class Pipeline:
         s.set_matrix("lightViewProj", light)
         s.set_float("shadowTexel", 1.0 / max(int(e.shadow_size), 1))
         s.set_float("shadowBias", 0.0015)
+        s.set_float("shadowSoft", 1.0 if e.shadow_soft else 0.0)
         s.set_float("checker", 0.0)
         s.set_float("unlit", 0.0)
         s.set_float("useTexture", 0.0)
@@ -311,6 +316,7 @@ class Pipeline:
             for c in queue.characters:
                 s.set_matrices("boneMatrices", c.bones)
                 for m in c.model.meshes:
+                    _cull(m.cull)
                     s.set_vec("baseColor", m.base_color * c.tint)
                     if m.texture:
                         s.set_texture("albedoMap", 0, m.texture)
@@ -318,6 +324,7 @@ class Pipeline:
                     else:
                         s.set_float("useTexture", 0.0)
                     m.vao.draw()
+            _cull(False)
         # wide lines and points, on top of solids but depth tested
         if self.lines is not None and self.lines.count:
             s = self.line_shader
@@ -393,6 +400,14 @@ class Pipeline:
         s.use()
         s.set_float("direction", 0.0, 1.0 / fb.height)
         self._fullscreen(s, fb, {"source": tmp.color})
+
+
+def _cull(on: bool) -> None:
+    """Back-face culling for closed, consistently wound meshes (skips half the triangles)."""
+    if on:
+        rl.rl_enable_backface_culling()
+    else:
+        rl.rl_disable_backface_culling()
 
 
 def _scaled(w: int, h: int, scale: float) -> tuple[int, int]:

@@ -17,11 +17,14 @@ float luma(vec3 c) { return dot(c, vec3(0.299, 0.587, 0.114)); }
 
 vec3 fxaa(vec2 uv)
 {
-    vec3 rgbM = texture(colorMap, uv).rgb;
-    float lNW = luma(texture(colorMap, uv + vec2(-1.0, -1.0) * texel).rgb);
-    float lNE = luma(texture(colorMap, uv + vec2( 1.0, -1.0) * texel).rgb);
-    float lSW = luma(texture(colorMap, uv + vec2(-1.0,  1.0) * texel).rgb);
-    float lSE = luma(texture(colorMap, uv + vec2( 1.0,  1.0) * texel).rgb);
+    // the neighbourhood at whole-pixel offsets: unfiltered fetches (cheaper on software GL)
+    ivec2 ip = ivec2(gl_FragCoord.xy);
+    ivec2 hi = textureSize(colorMap, 0) - 1;
+    vec3 rgbM = texelFetch(colorMap, ip, 0).rgb;
+    float lNW = luma(texelFetch(colorMap, clamp(ip + ivec2(-1, -1), ivec2(0), hi), 0).rgb);
+    float lNE = luma(texelFetch(colorMap, clamp(ip + ivec2( 1, -1), ivec2(0), hi), 0).rgb);
+    float lSW = luma(texelFetch(colorMap, clamp(ip + ivec2(-1,  1), ivec2(0), hi), 0).rgb);
+    float lSE = luma(texelFetch(colorMap, clamp(ip + ivec2( 1,  1), ivec2(0), hi), 0).rgb);
     float lM = luma(rgbM);
     float lMin = min(lM, min(min(lNW, lNE), min(lSW, lSE)));
     float lMax = max(lM, max(max(lNW, lNE), max(lSW, lSE)));
@@ -40,7 +43,7 @@ vec3 fxaa(vec2 uv)
 
 void main()
 {
-    vec3 c = fxaaOn > 0.5 ? fxaa(fragTexCoord) : texture(colorMap, fragTexCoord).rgb;
+    vec3 c = fxaaOn > 0.5 ? fxaa(fragTexCoord) : texelFetch(colorMap, ivec2(gl_FragCoord.xy), 0).rgb;
     if (aoOn > 0.5)
     {
         c *= texture(aoMap, fragTexCoord).r;

@@ -1,0 +1,150 @@
+"""Renderer frame rate, headless, with skinned Geno characters.
+
+Measures frames per second at 640x360 and 1280x720 with 1, 10 and 50 GPU-skinned Geno
+characters, each effect alone, all effects and none. The peer, measured in the same run,
+is the same pipeline with GenoView-style effect settings (SSAO at full resolution with 16
+samples, bloom at half resolution, a 2048 shadow map): the ratio column is kinema's
+default settings against it. Before/after images of both settings are written to
+``--out`` (default ``benchmarks/out/render``) with their pixel difference.
+
+Run: ``.venv/bin/python benchmarks/run.py render`` (starts Xvfb itself when there is no
+display). Each measurement waits for the GPU (glFinish) after every frame.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from common import print_table
+
+HERE = Path(__file__).resolve().parent
+EFFECTS = ("shadows", "ssao", "bloom", "fxaa")
+GENOVIEW_STYLE = {"ssao_scale": 1.0, "ssao_samples": 16, "bloom_scale": 0.5, "shadow_size": 2048}
+
+
+def _parse(argv):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="640x360,1280x720")
+    p.add_argument("--counts", default="1,10,50")
+    p.add_argument("--frames", type=int, default=8, help="measured frames per configuration")
+    p.add_argument("--out", default=str(HERE / "out" / "render"))
+    return p.parse_args(argv)
+
+
+def _reexec_under_xvfb(argv) -> int | None:
+    if os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
+        return None
+    if shutil.which("xvfb-run") is None:
+        print("bench_render: no display and no xvfb-run; skipped")
+        return 0
+    cmd = ["xvfb-run", "-a", "-s", "-screen 0 1920x1080x24", sys.executable, str(Path(__file__).resolve()), *argv]
+    return subprocess.call(cmd)
+
+
+def _fps(renderer, draw, frames: int) -> float:
+    from kinema.render.gl import libgl
+    finish = libgl().glFinish
+
+    def frame():
+        renderer.begin_frame()
+        draw()
+        renderer.end_frame()
+        finish()
+
+    frame()
+    frame()
+    t0 = time.perf_counter()
+    for _ in range(frames):
+        frame()
+    return frames / (time.perf_counter() - t0)
+
+
+def _set(renderer, on: set[str], **settings) -> None:
+    from kinema.render import Effects
+    renderer.effects.__dict__.update(Effects().__dict__)
+    for k in EFFECTS:
+        setattr(renderer.effects, k, k in on)
+    for k, v in settings.items():
+        setattr(renderer.effects, k, v)
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    code = _reexec_under_xvfb(argv)
+    if code is not None:
+        return code
+    args = _parse(argv)
+    import imageio.v2 as imageio
+
+    import kinema
+    from kinema.data import sample_path, shared_path
+    from kinema.render import Renderer
+
+    geno_path = shared_path("characters", "geno", "geno.glb") or sample_path("geno", "geno.glb")
+    geno = kinema.load_character(geno_path)
+    sizes = [tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",")]
+    counts = [int(c) for c in args.counts.split(",")]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows, peer_rows = [], []
+    for w, h in sizes:
+        r = Renderer(show_fps=False)
+        r.open(w, h, "kinema bench", headless=True)
+        model = r.load_character(geno)
+        rot, pos = model.bind_pose()
+        r.camera.halflife = 0.0
+        for n in counts:
+            side = int(np.ceil(np.sqrt(n)))
+            offsets = np.array([[(i % side - (side - 1) / 2) * 0.9, 0.0, -(i // side) * 0.9] for i in range(n)])
+            depth = (side - 1) * 0.9
+            r.camera.set_fixed([0.25 * side + 1.0, 1.3 + 0.2 * side, 3.2 + 0.6 * side], [0.0, 0.9, -depth / 2])
+            r.camera.snap()
+            r.effects.shadow_extent = max(5.0, 0.6 * side + 2.0)
+
+            def draw():
+                for o in offsets:
+                    r.draw_character(model, rot, pos + o)
+
+            configs = [("none", set()), ("all", set(EFFECTS))]
+            if n == counts[0]:
+                configs = [("none", set())] + [(e, {e}) for e in EFFECTS] + [("all", set(EFFECTS))]
+            for name, on in configs:
+                _set(r, on, shadow_extent=r.effects.shadow_extent)
+                fps = _fps(r, draw, args.frames)
+                peer = ""
+                ratio = ""
+                if name == "all":
+                    _set(r, on, shadow_extent=r.effects.shadow_extent, **GENOVIEW_STYLE)
+                    peer_fps = _fps(r, draw, args.frames)
+                    peer, ratio = peer_fps, fps / peer_fps
+                    if n == counts[0]:
+                        _set(r, on, shadow_extent=r.effects.shadow_extent)
+                        r.begin_frame(); draw(); r.end_frame()  # noqa: E702
+                        ours = r.capture()
+                        _set(r, on, shadow_extent=r.effects.shadow_extent, **GENOVIEW_STYLE)
+                        r.begin_frame(); draw(); r.end_frame()  # noqa: E702
+                        ref = r.capture()
+                        imageio.imwrite(out / f"kinema_{w}x{h}.png", ours)
+                        imageio.imwrite(out / f"genoview_style_{w}x{h}.png", ref)
+                        d = np.abs(ours.astype(int) - ref.astype(int))
+                        peer_rows.append([f"{w}x{h}", float(d.mean()), float(np.percentile(d.max(-1), 99)),
+                                          str(out / f"kinema_{w}x{h}.png")])
+                rows.append([f"{w}x{h}", n, name, fps, peer, ratio])
+                print(f"  {w}x{h} chars={n:3d} {name:8s} {fps:7.2f} FPS", flush=True)
+        r.close()
+    print_table("kinema.render FPS (headless, Geno, glFinish per frame) vs GenoView-style settings",
+                ["size", "characters", "effects", "FPS", "GenoView-style FPS", "ratio"], rows)
+    print_table("full pipeline images: kinema settings vs GenoView-style (0-255 per channel)",
+                ["size", "mean abs diff", "p99 max-channel diff", "image"], peer_rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
