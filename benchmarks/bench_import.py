@@ -12,7 +12,6 @@ rows report kinema's time only. Report, do not gate.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from common import print_table, timeit
 

@@ -130,3 +130,24 @@ Connections:  {
         fbx.load(path)
     with pytest.raises(FormatError, match="static.fbx"):
         fbx.load_character(path)
+
+
+def test_evaluated_transforms_carry_the_unit_and_axis_conversion(shared_data):
+    """geno.fbx is Z-up centimetres: ufbx's evaluated local transforms (what animation
+    sampling uses) equal the converted rest transforms, so animated files convert too."""
+    import ufbx
+
+    from kinema.io import scene_graph as sg
+
+    def check(s):   # wrappers stay inside this function: none may outlive the session
+        anim = s.k(s.scene.anim)
+        nodes = s.items(s.scene.nodes)
+        for n in nodes[1:]:
+            t, q, sc = fbx._transform(ufbx.evaluate_transform(anim, n, 0.0))
+            np.testing.assert_allclose(sg.trs_matrix(t, q, sc), fbx._matrix(n.node_to_parent), atol=1e-9)
+        return len(nodes)
+    assert fbx._with_session(_path(shared_data, "geno/geno.fbx"), check) > 10
+    rest = fbx.load(_path(shared_data, "geno/geno.fbx"))
+    assert rest.num_frames == 1 and rest.metadata["bind_pose"]
+    hips = rest.global_positions()[0, rest.joint_names.index("Hips")]
+    assert 0.8 < hips[1] < 0.95 and abs(hips[2]) < 0.1            # ~86 cm up Y, not Z

@@ -27,16 +27,19 @@ SCRIPT = textwrap.dedent("""
             m = fbx.load(path, animation=i, fps=15)
             assert np.isfinite(m.rotations).all() and m.num_joints == character.skeleton.num_joints
             gc.collect()
-        rest = fbx.load(path) if not names else None
+        if not names:
+            rest = fbx.load(path)
+            assert rest.num_frames == 1 and rest.metadata["bind_pose"]
         # parent links from node.parent agree with the children lists, wrapper by wrapper
-        s = fbx._Session(path)
-        nodes = s.items(s.scene.nodes)
-        by_id = {n.element_id: n for n in nodes}
-        for n in nodes:
-            for c in s.items(n.children):
-                p = s.k(c.parent)
-                assert p is not None and p.element_id == n.element_id, (c.name, n.name)
-        s.close()
+        # (inside a function: no ufbx wrapper may outlive the session that made it)
+        def check_parents(s):
+            nodes = s.items(s.scene.nodes)
+            for n in nodes:
+                for c in s.items(n.children):
+                    p = s.k(c.parent)
+                    assert p is not None and p.element_id == n.element_id, (c.name, n.name)
+            return len(nodes)
+        assert fbx._with_session(path, check_parents) > 0
         gc.collect()
     print("ok", len(names), character.skeleton.num_joints, sum(m.num_vertices for m in character.meshes))
 """)
@@ -58,3 +61,33 @@ def test_fbx_import_survives_in_a_fresh_process(path):
 def test_every_shared_fbx_is_covered(shared_data):
     names = {p.name for p in _fbx_files()}
     assert {"geno.fbx", "geno_bind.fbx", "dog.fbx", "cranberry.fbx", "flair.fbx"} <= names
+
+
+ERRORS = textwrap.dedent("""
+    import gc, sys
+    from pathlib import Path
+    from kinema.errors import FormatError
+    from kinema.io import fbx
+    bad, good = Path(sys.argv[1]), Path(sys.argv[2])
+    kept = []
+    for _ in range(5):
+        try:
+            fbx.load_character(bad)
+        except FormatError as e:
+            kept.append(e)            # the caller keeps the exception and its traceback
+        fbx.load(good)
+        gc.collect()
+    print("ok", len(kept))
+""")
+
+
+def test_failed_imports_leave_no_wrappers_behind(shared_data, tmp_path):
+    """An error raised on a broken file keeps no ufbx wrapper alive in its traceback once
+    the scene is freed: later imports and garbage collections run clean."""
+    good = shared_data / "characters" / "dog" / "dog.fbx"
+    truncated = tmp_path / "truncated.fbx"
+    truncated.write_bytes(good.read_bytes()[:40000])
+    proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", ERRORS, str(truncated), str(good)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "ok 5"

@@ -21,16 +21,18 @@ owning a reference; if one is garbage-collected while the scene is still used, t
 process can crash or return wrong parent links. Every wrapper obtained from a scene is
 therefore appended to a ``keep`` list that lives as long as the scene, lists are walked
 by index (never ``for x in scene.nodes``), and everything is copied to NumPy arrays
-before the scene is released.
+before the scene is released. Conversely no wrapper may outlive its scene: all of them
+are created inside one :func:`_with_session` call and die before the scene is freed.
 """
 from __future__ import annotations
 
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from kinema.errors import FormatError
+from kinema.errors import FormatError, KinemaError
 from kinema.io import scene_graph as sg
 from kinema.io.character import Character, Mesh
 from kinema.io.skinning import pack_influences, transform_normals, transform_points
@@ -72,10 +74,13 @@ class _Session:
         return [self.k(lst[i]) for i in range(len(lst))]
 
     def close(self) -> None:
-        # drop wrappers first, the scene last
-        scene = self.scene
+        """Release the wrappers, then the scene; the session must not be used afterwards.
+
+        No wrapper may outlive this call: a live wrapper of a freed scene crashes the
+        next garbage collection (its traversal reads the freed scene).
+        """
         self.keep.clear()
-        del scene
+        self.scene = None
 
 
 def _matrix(m) -> np.ndarray:
@@ -371,11 +376,28 @@ def _mesh_data(s: _Session, local_index: dict, textures: bool) -> list[dict]:
 
 
 def _with_session(path, fn):
+    """Run ``fn(session)`` on a fresh session and close it, whatever happens.
+
+    On an exception, the locals of the failed frames (which may hold ufbx wrappers) are
+    cleared before the scene is freed, so a traceback kept by the caller holds no wrapper
+    of a dead scene; unexpected errors on malformed data become FormatError.
+    """
     s = _Session(Path(path))
     try:
         return fn(s)
+    except KinemaError as e:
+        traceback.clear_frames(e.__traceback__)
+        raise
+    except (s.ufbx.UfbxError, ValueError, IndexError, KeyError, TypeError, AttributeError,
+            OverflowError, np.linalg.LinAlgError) as e:
+        traceback.clear_frames(e.__traceback__)
+        message = f"malformed FBX ({type(e).__name__}: {e})"
+    except BaseException as e:
+        traceback.clear_frames(e.__traceback__)
+        raise
     finally:
         s.close()
+    raise FormatError(message, s.path)
 
 
 # --------------------------------------------------------------------------- conversion
@@ -419,8 +441,10 @@ def _load(s: _Session, animation, fps):
         return Motion(skeleton, float(fps or snap.fps), rot, pos, name=s.path.stem,
                       metadata={**meta, "animation": None, "bind_pose": True})
     _, local = snap.anim_local[index]
-    needed_order = [v for v in snap.order]
-    world = sg.world_matrices(local, snap.parents, needed_order)[:, snap.joint_nodes]
+    needed = set(snap.joint_nodes)
+    for j in snap.joint_nodes:
+        needed.update(sg.ancestors(j, snap.parents))
+    world = sg.world_matrices(local, snap.parents, [v for v in snap.order if v in needed])[:, snap.joint_nodes]
     rot, pos = sg.local_from_world(world, snap.joint_parents)
     name = snap.animations[index]
     return Motion(skeleton, float(fps or snap.fps), rot, pos, name=name,

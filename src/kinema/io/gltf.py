@@ -27,8 +27,7 @@ from kinema.errors import FormatError, KinemaError
 from kinema.io import gltf_document as gd
 from kinema.io import scene_graph as sg
 from kinema.io.character import Character, Mesh
-from kinema.io.skinning import (linear_blend, pack_influences, transform_normals,
-                                transform_points)
+from kinema.io.skinning import pack_influences, transform_normals, transform_points
 from kinema.motion import Motion, Skeleton
 
 _TRS_PATHS = ("translation", "rotation", "scale")
