@@ -12,7 +12,9 @@ up to date (as a renderer would need it). Cases:
 * building the scene: kinema's ``create_entity`` (amortised O(1)) against appending by
   re-concatenating the transform arrays on every add (AI4AnimationPy's O(N^2) scheme).
 
-Run: ``.venv/bin/python benchmarks/bench_engine.py [--frames 10000] [--entities 1000]``.
+Each kinema case runs ``--frames`` (10,000) headless frames as 10 ``app.run(1000)`` calls on one
+App, interleaved with chunks of the peers so that load swings on a shared machine hit all
+cases alike. Run: ``.venv/bin/python benchmarks/bench_engine.py [--frames 10000] [--entities 1000]``.
 """
 from __future__ import annotations
 
@@ -86,10 +88,9 @@ def build_kinema(n: int, per_entity: bool) -> Scene:
     return scene
 
 
-def run_kinema(n: int, frames: int, per_entity: bool) -> Scene:
-    scene = build_kinema(n, per_entity)
-    App(scene, SyncWorld(), mode="headless", profile=False).run(frames)
-    return scene
+def kinema_app(n: int, per_entity: bool) -> App:
+    """A headless App over the benchmark scene (``app.run(frames)`` continues its clock)."""
+    return App(build_kinema(n, per_entity), SyncWorld(), mode="headless", profile=False)
 
 
 # ------------------------------------------------------------------ naive peer
@@ -107,47 +108,60 @@ def _qrot(q, v):
     return (vx + w * tx + y * tz - z * ty, vy + w * ty + z * tx - x * tz, vz + w * tz + x * ty - y * tx)
 
 
-def run_naive(n: int, frames: int) -> list[dict]:
+class NaiveWorld:
     """Entities as dicts in a list (parents before children), Python-float maths."""
-    ents: list[dict] = []
-    for i, p in enumerate(_shape(n)):
-        ents.append({"parent": None if p < 0 else ents[p], "pos": _offset(i), "rot": (1.0, 0.0, 0.0, 0.0),
-                     "wpos": (0.0, 0.0, 0.0), "wrot": (1.0, 0.0, 0.0, 0.0)})
-    dt = 1 / 60
-    half = 0.5 * SPEED * dt
-    dq = (math.cos(half), 0.0, math.sin(half), 0.0)
-    for _ in range(frames):
-        for e in ents:
-            w, x, y, z = _qmul(e["rot"], dq)
-            s = math.sqrt(w * w + x * x + y * y + z * z)
-            e["rot"] = (w / s, x / s, y / s, z / s)
-        for e in ents:
-            p = e["parent"]
-            if p is None:
-                e["wpos"], e["wrot"] = e["pos"], e["rot"]
-            else:
-                e["wrot"] = _qmul(p["wrot"], e["rot"])
-                r = _qrot(p["wrot"], e["pos"])
-                e["wpos"] = (p["wpos"][0] + r[0], p["wpos"][1] + r[1], p["wpos"][2] + r[2])
-    return ents
+
+    def __init__(self, n: int) -> None:
+        self.ents: list[dict] = []
+        for i, p in enumerate(_shape(n)):
+            self.ents.append({"parent": None if p < 0 else self.ents[p], "pos": _offset(i),
+                              "rot": (1.0, 0.0, 0.0, 0.0), "wpos": (0.0, 0.0, 0.0), "wrot": (1.0, 0.0, 0.0, 0.0)})
+
+    def run(self, frames: int) -> None:
+        half = 0.5 * SPEED / 60
+        dq = (math.cos(half), 0.0, math.sin(half), 0.0)
+        ents = self.ents
+        for _ in range(frames):
+            for e in ents:
+                w, x, y, z = _qmul(e["rot"], dq)
+                s = math.sqrt(w * w + x * x + y * y + z * z)
+                e["rot"] = (w / s, x / s, y / s, z / s)
+            for e in ents:
+                p = e["parent"]
+                if p is None:
+                    e["wpos"], e["wrot"] = e["pos"], e["rot"]
+                else:
+                    e["wrot"] = _qmul(p["wrot"], e["rot"])
+                    r = _qrot(p["wrot"], e["pos"])
+                    e["wpos"] = (p["wpos"][0] + r[0], p["wpos"][1] + r[1], p["wpos"][2] + r[2])
+
+    def world_positions(self) -> np.ndarray:
+        return np.array([e["wpos"] for e in self.ents], np.float32)
 
 
-def run_matrices(n: int, frames: int) -> np.ndarray:
+class MatrixWorld:
     """AI4AnimationPy-style: a 4x4 NumPy matrix per entity, one matrix product per turn and
     per parent-to-child composition, Python loop over entities."""
-    parents = _shape(n)
-    local = np.tile(np.eye(4, dtype=np.float32), (n, 1, 1))
-    local[:, :3, 3] = [_offset(i) for i in range(n)]
-    world = local.copy()
-    half = SPEED / 60
-    turn = np.eye(4, dtype=np.float32)
-    turn[[0, 0, 2, 2], [0, 2, 0, 2]] = [math.cos(half), math.sin(half), -math.sin(half), math.cos(half)]
-    for _ in range(frames):
-        for i in range(n):
-            local[i] = local[i] @ turn
-        for i, p in enumerate(parents):
-            world[i] = local[i] if p < 0 else world[p] @ local[i]
-    return world
+
+    def __init__(self, n: int) -> None:
+        self.parents = _shape(n)
+        self.local = np.tile(np.eye(4, dtype=np.float32), (n, 1, 1))
+        self.local[:, :3, 3] = [_offset(i) for i in range(n)]
+        self.world = self.local.copy()
+        half = SPEED / 60
+        self.turn = np.eye(4, dtype=np.float32)
+        self.turn[[0, 0, 2, 2], [0, 2, 0, 2]] = [math.cos(half), math.sin(half), -math.sin(half), math.cos(half)]
+
+    def run(self, frames: int) -> None:
+        local, world, turn = self.local, self.world, self.turn
+        for _ in range(frames):
+            for i in range(len(local)):
+                local[i] = local[i] @ turn
+            for i, p in enumerate(self.parents):
+                world[i] = local[i] if p < 0 else world[p] @ local[i]
+
+    def world_positions(self) -> np.ndarray:
+        return self.world[:, :3, 3].copy()
 
 
 def build_concat(n: int) -> np.ndarray:
@@ -166,30 +180,33 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     n, frames = args.entities, args.frames
 
-    # the three loops compute the same world transforms
-    a = run_kinema(n, 50, True).snapshot()
-    b = run_kinema(n, 50, False).snapshot()
-    c = np.array([e["wpos"] for e in run_naive(n, 50)], np.float32)
-    d = run_matrices(n, 50)[:, :3, 3]
-    for pos in (a["world_pos"], b["world_pos"], d):
-        np.testing.assert_allclose(pos, c, atol=1e-3)
+    # every loop computes the same world transforms
+    check = [kinema_app(n, True), kinema_app(n, False), NaiveWorld(n), MatrixWorld(n)]
+    for world in check:
+        world.run(50)
+    ref = check[2].world_positions()
+    for pos in (check[0].scene.snapshot()["world_pos"], check[1].scene.snapshot()["world_pos"],
+                check[3].world_positions()):
+        np.testing.assert_allclose(pos, ref, atol=1e-3)
+    del check
 
-    gc.collect()  # start every case from a clean heap (earlier scenes hold reference cycles)
-    t_naive = timeit(lambda: run_naive(n, args.peer_frames), repeat=1, warmup=0) / args.peer_frames
+    # the machine is shared: run the cases in interleaved chunks so load swings hit all alike
+    rounds = 10
+    cases = [("kinema, Spin component per entity", kinema_app(n, True), frames // rounds),
+             ("kinema, one batched component", kinema_app(n, False), frames // rounds),
+             ("peer: dict objects, Python loop", NaiveWorld(n), args.peer_frames // rounds),
+             ("peer: 4x4 NumPy matrix per entity", MatrixWorld(n), max(1, args.peer_frames // (4 * rounds)))]
+    seconds = [0.0] * len(cases)
     gc.collect()
-    t_mat = timeit(lambda: run_matrices(n, args.peer_frames // 4), repeat=1, warmup=0) / (args.peer_frames // 4)
-    gc.collect()
-    t_obj = timeit(lambda: run_kinema(n, frames, True), repeat=1, warmup=0) / frames
-    gc.collect()
-    t_vec = timeit(lambda: run_kinema(n, frames, False), repeat=1, warmup=0) / frames
-    rows = [
-        ["kinema, Spin component per entity", frames, n, t_obj * frames, 1 / t_obj, t_naive / t_obj],
-        ["kinema, one batched component", frames, n, t_vec * frames, 1 / t_vec, t_naive / t_vec],
-        ["peer: dict objects, Python loop", args.peer_frames, n, t_naive * args.peer_frames, 1 / t_naive, 1.0],
-        ["peer: 4x4 NumPy matrix per entity", args.peer_frames // 4, n, t_mat * (args.peer_frames // 4), 1 / t_mat,
-         t_naive / t_mat],
-    ]
-    print_table(f"engine: headless frames/s, {n} entities, 3-level hierarchy (ratio = speed-up over the peer)",
+    for _ in range(rounds):
+        for k, (_, world, chunk) in enumerate(cases):
+            seconds[k] += timeit(lambda: world.run(chunk), repeat=1, warmup=0)
+    per_frame = [sec / (chunk * rounds) for sec, (_, _, chunk) in zip(seconds, cases)]
+    peer = per_frame[2]
+    rows = [[name, chunk * rounds, n, sec, 1 / t, peer / t]
+            for (name, _, chunk), sec, t in zip(cases, seconds, per_frame)]
+    print_table(f"engine: headless frames/s, {n} entities, 3-level hierarchy, {rounds} interleaved runs per case "
+                "(ratio = speed-up over the dict-object loop)",
                 ["case", "frames", "entities", "seconds", "frames/s", "ratio"], rows)
 
     build_rows = []
