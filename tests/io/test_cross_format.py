@@ -97,3 +97,12 @@ def test_geno_bvh_bind_pose_matches_glb(shared_data):
         assert len(shared) == 62
         err = np.array([np.linalg.norm(a[n] - b[n]) for n in shared])
         assert err.max() < 1e-5, err.max()
+
+
+def test_dog_texture_coordinates_agree(pairs):
+    """FBX stores v upwards, glTF downwards: after import both address the same texels."""
+    from scipy.spatial import cKDTree
+    glb, fbx_char = pairs["dog"]
+    a, b = glb.meshes[0], fbx_char.meshes[0]
+    d, _ = cKDTree(np.concatenate([b.positions, b.uvs], 1)).query(np.concatenate([a.positions, a.uvs], 1))
+    assert d.max() < 1e-4

@@ -5,6 +5,8 @@ materials and every animation stack.
   default the first) evaluated at ``fps`` (default: the file's frame rate), or the rest
   pose as a 1-frame motion when the file has no animation.
 * ``load_character(path) -> Character``, ``animation_names(path)``, ``info(path)``.
+  Texture coordinates follow glTF's convention (origin at the image's top-left corner),
+  so one texture lookup serves both formats.
 
 ufbx converts the file to metres, right-handed Y up (``target_unit_meters=1``,
 ``target_axes=right_handed_y_up``, ``space_conversion=MODIFY_GEOMETRY``, so local
@@ -317,6 +319,8 @@ def _mesh_data(s: _Session, local_index: dict, textures: bool) -> list[dict]:
         positions = pos[0][vert_cp]
         normals = nrm[0][nrm[1][first]] if nrm is not None else None
         uvs = uv[0][uv[1][first]] if uv is not None else None
+        if uvs is not None:
+            uvs = np.stack([uvs[:, 0], 1.0 - uvs[:, 1]], 1)    # FBX v points up; glTF/kinema v points down
         triangles = inverse[corners]
         face_mat = np.array(s.k(mesh.face_material), np.int64) if len(mesh.face_material) else \
             np.zeros(len(faces), np.int64)
