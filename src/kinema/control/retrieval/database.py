@@ -290,22 +290,23 @@ def feature_normalisation(features: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return mean.astype(np.float32), scale.astype(np.float32)
 
 
-def same_joint_order(motion, reference):
-    """``motion`` with its joints in ``reference``'s order (same names and hierarchy
-    required): files of one skeleton sometimes list the joints in another order."""
+def same_joint_order(motion, names: Sequence[str], parents: np.ndarray):
+    """``motion`` with its joints in the order ``names`` (same names and hierarchy, given
+    by ``parents`` in that order, required): files of one skeleton sometimes list the
+    joints in another order."""
     from kinema.motion import Motion, Skeleton
 
-    names = reference.joint_names
+    names = list(names)
     if motion.joint_names == names:
         return motion
     if sorted(motion.joint_names) != sorted(names):
-        raise KinemaError(f"{motion.name}: skeleton differs from {reference.name}'s; one skeleton per database")
+        raise KinemaError(f"{motion.name}: skeleton differs from the database's; one skeleton per database")
     perm = np.array([motion.skeleton.index(n) for n in names])
     parent_names = [motion.joint_names[p] if p >= 0 else None for p in np.asarray(motion.parents)[perm]]
-    ref_parents = [names[p] if p >= 0 else None for p in reference.parents]
+    ref_parents = [names[p] if p >= 0 else None for p in parents]
     if parent_names != ref_parents:
-        raise KinemaError(f"{motion.name}: joint hierarchy differs from {reference.name}'s")
-    skel = Skeleton(list(names), np.asarray(reference.parents), np.asarray(motion.skeleton.offsets)[perm])
+        raise KinemaError(f"{motion.name}: joint hierarchy differs from the database's")
+    skel = Skeleton(names, np.asarray(parents), np.asarray(motion.skeleton.offsets)[perm])
     return Motion(skel, motion.fps, motion.rotations[:, perm], motion.positions[:, perm], name=motion.name,
                   metadata=dict(motion.metadata))
 
@@ -328,11 +329,13 @@ def load_clip(path: str | Path, scale: float | None = None):
     return m
 
 
-def build(paths: Sequence[str | Path], config: DatabaseConfig | None = None) -> Database:
+def build(paths: Sequence[str | Path], config: DatabaseConfig | None = None,
+          skeleton: tuple[Sequence[str], np.ndarray] | None = None) -> Database:
     """Load, resample to 60 Hz, mirror (optionally) and stack clips into a :class:`Database`.
 
     Clips must share one skeleton (same joint names). Mirrored clips follow the originals:
-    clip ``i`` has twin ``i + C/2``.
+    clip ``i`` has twin ``i + C/2``. ``skeleton`` = (joint names, parents) imposes a joint
+    order (e.g. an existing database's), else the first clip's is used.
     """
     from tqdm import tqdm
 
@@ -343,8 +346,8 @@ def build(paths: Sequence[str | Path], config: DatabaseConfig | None = None) -> 
         motions.append(m)
     if not motions:
         raise KinemaError("no clips to build a retrieval database from")
-    names0 = motions[0].joint_names
-    motions = [same_joint_order(m, motions[0]) for m in motions]
+    names0, parents0 = skeleton if skeleton is not None else (motions[0].joint_names, motions[0].parents)
+    motions = [same_joint_order(m, names0, np.asarray(parents0)) for m in motions]
     joints = resolve_joints(motions[0].skeleton, config)
     clips = list(motions)
     if config.mirror:
@@ -362,4 +365,4 @@ def build(paths: Sequence[str | Path], config: DatabaseConfig | None = None) -> 
     twins = np.concatenate([np.arange(c) + c, np.arange(c)]) if config.mirror else np.arange(c)
     cat = {k: np.concatenate([ch[k] for ch in chunks]) for k in chunks[0]}
     return Database(ranges=ranges, clip_names=names, twins=twins.astype(np.int64), joint_names=list(names0),
-                    parents=np.asarray(motions[0].parents, np.int64), joints=joints, config=config.to_json(), **cat)
+                    parents=np.asarray(parents0, np.int64), joints=joints, config=config.to_json(), **cat)

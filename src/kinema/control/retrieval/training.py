@@ -122,7 +122,8 @@ def build_databases(cfg: dict) -> tuple[Database, Database]:
     if not train or not val:
         raise KinemaError(f"the split by clip needs training and validation clips (validation={sorted(held)})")
     dbc = DatabaseConfig(**data.get("database", {}))
-    return build(train, dbc), build(val, dbc)
+    db = build(train, dbc)
+    return db, build(val, dbc, (db.joint_names, db.parents))
 
 
 def make_model(cfg: dict, db: Database, retriever: Retriever) -> RetrievalMamba:

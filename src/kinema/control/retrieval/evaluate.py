@@ -1,0 +1,236 @@
+"""Evaluation of a retrieval controller checkpoint on held-out clips (NOTES.md 3.4).
+
+Windows start every ``stride`` frames of each clip: ``context`` ground-truth frames warm the
+state, then ``frames`` frames are predicted
+
+- **teacher forced**: every input pose is the ground truth, candidates come from the
+  ground-truth queries (refreshed every ``refresh`` frames, advancing in between);
+- **free running**: :func:`kinema.control.retrieval.rollout.rollout`: predictions fed back,
+  joystick re-expressed relative to the predicted root, retrieval from the predicted state.
+
+Each regime is run with the retrieved candidates (``with``) and with only the learned null
+token (``without``) on the same model; the retrieval gain is ``loss(without) -
+loss(with)`` per window (loss: MSE of the normalised pose vector, the training loss), with
+a 95% percentile-bootstrap interval over windows. Metrics: character-space joint position
+error (cm), foot skating (horizontal toe speed while the toe is within 2.5 cm of the
+floor, cm/s), root position (m) and heading (degrees) error against the clip's root, NPSS
+of the joint rotations, divergence. Baselines: copying the previous pose, the nearest
+candidate's successor (search every frame), motion-matching playback (search every
+``refresh`` frames, play successors; no inertialization), and optionally a model trained
+without retrieval.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from kinema.control.retrieval.database import FPS, Database, DatabaseConfig, build, pose_layout
+from kinema.control.retrieval.rollout import playback_rollout, rollout, teacher_forced_candidates
+from kinema.control.retrieval.sequences import PoseNormaliser, Retriever
+from kinema.errors import KinemaError
+from kinema.nn.checkpoint import load_checkpoint
+
+DIVERGED_CM = 20.0
+
+
+def bootstrap_ci(values: np.ndarray, n: int = 2000, seed: int = 0) -> list[float]:
+    """95% percentile-bootstrap interval of the mean of ``values`` (W,)."""
+    values = np.asarray(values, np.float64)
+    rng = np.random.default_rng(seed)
+    means = values[rng.integers(0, len(values), (n, len(values)))].mean(1)
+    return [float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))]
+
+
+def npss(pred: np.ndarray, true: np.ndarray) -> float:
+    """Normalised power spectrum similarity (LaFAN1's ``fast_npss``) of (B, T, D) arrays:
+    EMD between the per-dimension cumulative power spectra (Re(FFT)^2), weighted by the
+    true power."""
+    tp = np.real(np.fft.fft(true, axis=1)) ** 2
+    pp = np.real(np.fft.fft(pred, axis=1)) ** 2
+    tn = tp / np.maximum(tp.sum(1, keepdims=True), 1e-12)
+    pn = pp / np.maximum(pp.sum(1, keepdims=True), 1e-12)
+    emd = np.abs(np.cumsum(tn, 1) - np.cumsum(pn, 1)).sum(1)          # (B, D)
+    w = tp.sum(1)
+    return float((emd * w).sum() / max(w.sum(), 1e-12))
+
+
+def _positions(poses: np.ndarray, joints: int) -> np.ndarray:
+    a, b = pose_layout(joints)["positions"]
+    return poses[..., a:b].reshape(*poses.shape[:-1], joints, 3)
+
+
+def _yaw_apply(d: np.ndarray, v: np.ndarray) -> np.ndarray:
+    s, c = d[..., 0], d[..., 2]
+    return np.stack([c * v[..., 0] + s * v[..., 2], v[..., 1], c * v[..., 2] - s * v[..., 0]], -1)
+
+
+def window_metrics(pred: np.ndarray, true: np.ndarray, norm: PoseNormaliser, db: Database,
+                   floor: float, roots: tuple[np.ndarray, ...] | None = None) -> dict[str, np.ndarray]:
+    """Per-window metrics (each (W,)) of raw pose vectors (W, H, P) against the truth;
+    ``roots`` = (pred pos, pred dir, true pos, true dir) (W, H, 3) for the free-running
+    metrics."""
+    j = db.num_joints
+    pn, tn = norm.normalise(pred), norm.normalise(true)
+    out = {"loss": ((pn - tn) ** 2).mean((1, 2))}
+    err = np.linalg.norm(_positions(pred, j) - _positions(true, j), axis=-1) * 100.0    # (W, H, J) cm
+    out["joint_error_cm"] = err.mean((1, 2))
+    out["joint_error_max_cm"] = err.mean(2).max(1)
+    out["diverged_rate"] = (~(err.mean(2).max(1) <= DIVERGED_CM)).astype(np.float64)
+    a, b = pose_layout(j)["rotations"]
+    out["npss"] = np.array([npss(pred[w:w + 1, :, a:b], true[w:w + 1, :, a:b]) for w in range(len(pred))])
+    if roots is not None:
+        rp, rd, tp, td = roots
+        out["root_error_m"] = np.linalg.norm((rp - tp)[..., [0, 2]], axis=-1).mean(1)
+        cosang = np.clip((rd * td).sum(-1), -1, 1)
+        out["heading_error_deg"] = np.degrees(np.arccos(cosang)).mean(1)
+        toes = [db.joints["left_toe"], db.joints["right_toe"]]
+        local = _positions(pred, j)[:, :, toes]                                           # (W, H, 2, 3)
+        world = _yaw_apply(rd[:, :, None], local) + rp[:, :, None]
+        speed = np.linalg.norm(np.diff(world[..., [0, 2]], axis=1), axis=-1) * FPS * 100.0   # (W, H-1, 2)
+        low = local[:, 1:, :, 1] < floor
+        out["foot_skate_cm_s"] = np.array([speed[w][low[w]].mean() if low[w].any() else 0.0 for w in range(len(pred))])
+    return out
+
+
+def _summary(metrics: dict[str, np.ndarray]) -> dict[str, float]:
+    return {k: float(np.nanmean(v)) for k, v in metrics.items()}
+
+
+def _windows(source: Database, length: int, stride: int) -> np.ndarray:
+    starts = [np.arange(lo, hi - length, stride) for lo, hi in source.ranges if hi - lo > length]
+    return np.concatenate(starts) if starts else np.zeros(0, np.int64)
+
+
+def open_database(path: str | Path | None, meta: dict) -> Database:
+    """A database file (.npz), or, for None or a training config (.toml/.json), the
+    training database rebuilt from that config (the checkpoint's own when None)."""
+    from kinema.control.retrieval.training import build_databases, load_config
+
+    if path is not None and Path(path).suffix == ".npz":
+        return Database.load(path)
+    cfg = meta["config"] if path is None else load_config(path)
+    return build_databases(cfg)[0]
+
+
+def check_fingerprint(meta: dict, db: Database, path: str | Path = "") -> None:
+    want = meta.get("fingerprint")
+    if want != db.fingerprint:
+        raise KinemaError(f"database {path} has fingerprint {db.fingerprint} but the checkpoint was trained "
+                          f"on {want}: rebuild the database the checkpoint was made with")
+
+
+@torch.no_grad()
+def teacher_forced(model, retriever: Retriever, source: Database, starts: np.ndarray, length: int,
+                   exclude: np.ndarray | None, use: bool) -> np.ndarray:
+    """Raw predicted next poses (W, L, P) with ground-truth inputs."""
+    rows = starts[:, None] + np.arange(length)[None]
+    norm = retriever.norm
+    cands = None
+    if use and getattr(model, "use_retrieval", False):
+        cands = torch.as_tensor(teacher_forced_candidates(retriever, source, rows, exclude, None))
+    out, _ = model(torch.as_tensor(source.control[rows]), torch.as_tensor(norm.normalise(source.poses[rows])), cands)
+    return norm.denormalise(out["pose"].numpy())
+
+
+def _nearest_tf(retriever: Retriever, source: Database, rows: np.ndarray, exclude, every: int) -> np.ndarray:
+    """Successor playback of the best candidate of ground-truth queries (search every ``every``)."""
+    db = retriever.db
+    out = np.empty(rows.shape + (db.pose_width,), np.float32)
+    best = None
+    for t in range(rows.shape[1]):
+        if t % every == 0:
+            idx, _ = retriever.search(db.normalise(source.features[rows[:, t]]), exclude)
+            best, since = idx[:, 0], 0
+        since += 1
+        out[:, t] = db.poses[db.successor(best, since)]
+    return out
+
+
+def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[str | Path], *, frames: int = 300,
+             context: int = 32, stride: int = 120, baseline: str | Path | None = None, max_windows: int | None = None,
+             mirror: bool = False, seed: int = 0) -> dict:
+    """Evaluate ``checkpoint`` on ``clips`` with retrieval from ``db`` (see module docstring).
+
+    ``frames`` is shortened to what the longest clip allows (reported as ``frames``);
+    ``mirror`` also evaluates the mirrored clips (more windows from few clips).
+    """
+    model, meta = load_checkpoint(checkpoint)
+    db_path = db if not isinstance(db, Database) else "<database>"
+    db = db if isinstance(db, Database) else open_database(db, meta)
+    check_fingerprint(meta, db, db_path)
+    norm = PoseNormaliser.from_json(meta["normalisation"]["pose"])
+    rc = meta.get("retrieval", {})
+    retriever = Retriever(db, norm, k=rc.get("k", 4), top=rc.get("top", 16), tau=0.0, refresh=rc.get("refresh", 6))
+    cfg = dict(db.config)
+    cfg["mirror"] = mirror
+    source = build([Path(c) for c in clips], DatabaseConfig(**cfg), (db.joint_names, db.parents))
+    longest = int((source.ranges[:, 1] - source.ranges[:, 0]).max())
+    frames = max(8, min(frames, longest - context - 2))
+    starts = _windows(source, context + frames + 1, stride)
+    if len(starts) == 0:
+        raise KinemaError(f"no clip is long enough for {context} + {frames} frames")
+    if max_windows:
+        starts = starts[:max_windows]
+    own = db.clip_ids(source.clip_names)
+    exclude = np.broadcast_to(own, (len(starts), len(own))) if len(own) else None
+    floor = float(np.percentile(_positions(db.poses, db.num_joints)[:, [db.joints["left_toe"], db.joints["right_toe"]], 1], 5)) + 0.025
+    base_model = None
+    if baseline is not None:
+        base_model, base_meta = load_checkpoint(baseline)
+        check_fingerprint(base_meta, db, db_path)
+
+    # Teacher forced: the windows' predicted part (after the context) is scored.
+    length = context + frames
+    rows = starts[:, None] + np.arange(length)[None]
+    true_tf = source.poses[rows + 1][:, context:]
+    sl = slice(context, None)
+    tf = {}
+    tf_with = window_metrics(teacher_forced(model, retriever, source, starts, length, exclude, True)[:, sl], true_tf, norm, db, floor)
+    tf_without = window_metrics(teacher_forced(model, retriever, source, starts, length, exclude, False)[:, sl], true_tf, norm, db, floor)
+    tf_base = {
+        "copy_previous": window_metrics(source.poses[rows][:, context:], true_tf, norm, db, floor),
+        "nearest_candidate": window_metrics(_nearest_tf(retriever, source, rows, exclude, 1)[:, sl], true_tf, norm, db, floor),
+        "motion_matching": window_metrics(_nearest_tf(retriever, source, rows, exclude, retriever.refresh)[:, sl], true_tf, norm, db, floor),
+    }
+    if base_model is not None:
+        tf_base["no_retrieval_model"] = window_metrics(
+            teacher_forced(base_model, retriever, source, starts, length, exclude, False)[:, sl], true_tf, norm, db, floor)
+    tf = _regime(tf_with, tf_without, tf_base, seed)
+
+    # Free running.
+    def run(m, use):
+        with torch.no_grad():
+            r = rollout(m, retriever, source, starts, context, frames, retrieval=use, exclude=exclude)
+        pred = norm.denormalise(r.pose.numpy())
+        return window_metrics(pred, source.poses[r.rows], norm, db, floor, (r.root_pos, r.root_dir, r.true_pos, r.true_dir))
+
+    true_rows = (starts + context)[:, None] + np.arange(frames)[None]
+    truth = source.poses[true_rows]
+    troots = (source.root_positions[true_rows], source.root_directions[true_rows])
+
+    def play(every):
+        p, rp, rd = playback_rollout(retriever, source, starts, context, frames, every, exclude)
+        return window_metrics(p, truth, norm, db, floor, (rp, rd) + troots)
+
+    frozen = np.repeat(source.poses[starts + context - 1][:, None], frames, 1)
+    fpos = np.repeat(source.root_positions[starts + context - 1][:, None], frames, 1)
+    fdir = np.repeat(source.root_directions[starts + context - 1][:, None], frames, 1)
+    fr_base = {"copy_previous": window_metrics(frozen, truth, norm, db, floor, (fpos, fdir) + troots),
+               "nearest_candidate": play(1), "motion_matching": play(retriever.refresh)}
+    if base_model is not None:
+        fr_base["no_retrieval_model"] = run(base_model, False)
+    fr = _regime(run(model, True), run(model, False), fr_base, seed)
+    return {"checkpoint": str(checkpoint), "database": db.fingerprint, "clips": [str(c) for c in clips],
+            "windows": int(len(starts)), "mirrored": mirror, "context": context, "frames": int(frames), "stride": stride,
+            "skate_height_m": floor, "teacher_forced": tf, "free_running": fr}
+
+
+def _regime(with_m: dict, without_m: dict, base: dict, seed: int) -> dict:
+    gain = without_m["loss"] - with_m["loss"]
+    mean_without = float(np.mean(without_m["loss"]))
+    return {"with": _summary(with_m), "without": _summary(without_m), "gain": float(np.mean(gain)),
+            "gain_ci95": bootstrap_ci(gain, seed=seed), "gain_relative": float(np.mean(gain)) / max(mean_without, 1e-12),
+            "gain_per_window": gain.tolist(), "baselines": {k: _summary(v) for k, v in base.items()}}
