@@ -225,3 +225,16 @@ def test_cubic_spline_sampler_matches_scipy_hermite():
         spline = CubicHermiteSpline(t[k:k + 2], val[k:k + 2], np.stack([tout[k], tin[k + 1]]))
         np.testing.assert_allclose(out[seg], spline(s[seg]), atol=1e-9)
     np.testing.assert_allclose(out[s < 0], np.repeat(val[:1], (s < 0).sum(), 0))
+
+
+def test_kinema_info_json_lists_animations_and_mesh(shared_data):
+    import json
+    import subprocess
+    import sys
+    path = _char(shared_data, "robot_expressive/robot_expressive.glb")
+    out = subprocess.run([sys.executable, "-m", "kinema.cli", "info", "--json", str(path)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    facts = json.loads(out.stdout)
+    assert facts["animations"] == gltf.animation_names(path) and facts["has_mesh"] is True
+    assert facts["name"] == "Dance" and len(facts["joints"]) == 43

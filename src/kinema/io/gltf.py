@@ -39,7 +39,6 @@ MAX_FRAMES = 1_000_000
 class _Graph:
     """The node tree of a document at rest, and the chosen joints."""
 
-    names: list[str]
     parents: list[int]
     order: list[int]                 # all nodes, depth-first
     rest_t: np.ndarray               # (N, 3)
@@ -129,9 +128,8 @@ def _graph(doc: gd.Document) -> _Graph:
                 raise doc.error(f"skin {k}: joint node {j!r} does not exist")
             skin_joints.append(j)
     joint_nodes, joint_parents = sg.joint_tree(parents, skin_joints if skin_joints else range(n))
-    names = sg.unique_names([nodes[i].name for i in range(n)])
     joint_names = sg.unique_names([nodes[i].name or f"node{i}" for i in joint_nodes])
-    return _Graph(names, parents, order, rest_t, rest_q, rest_s, local, world,
+    return _Graph(parents, order, rest_t, rest_q, rest_s, local, world,
                   joint_nodes, joint_parents, joint_names)
 
 
