@@ -1,0 +1,432 @@
+"""The motion-matching database: per-frame poses, contacts and normalised matching features.
+
+:func:`build_database` turns motions (one skeleton) into rows at one frame rate:
+
+* each clip is resampled to ``config.fps`` (same duration, no speed change) and, with
+  ``mirror=True``, followed by its mirror image (:meth:`Motion.mirror`);
+* the root (simulation bone) comes from :func:`kinema.features.root.compute_root`;
+* **pose** per frame (width ``12 J + 6``; 270 for LaFAN1's 22 joints): root-space joint
+  positions (J*3), root-space 6D rotations (J*6, columns 0 and 1 of the matrix), root-space
+  joint velocities (J*3), then the root velocity (3, root space, m/s) and the root angular
+  velocity (3, rad/s about +Y);
+* **contacts** of the two toes (speed below ``contact_speed``, median filtered);
+* **features** (27 with three trajectory samples), as in Holden's Motion-Matching: left
+  and right foot positions, foot velocities, hip velocity (all in root space), future root
+  positions (x, z) and facing directions (x, z) at ``trajectory_frames`` ahead in the
+  current root's space, clamped to the clip's last frame. Each group is centred per
+  dimension and divided by (mean std of its dimensions) / weight, so a group's weight is
+  its share of the squared-distance cost.
+
+The database is saved as an uncompressed ``.npz`` whose ``metadata`` entry is UTF-8 JSON
+(no pickle). :attr:`Database.fingerprint` is a 16-hex-digit SHA-256 prefix over the
+builder version, the config, the mirror flag and the source data (file bytes for loaded
+files, arrays for in-memory motions, with clip names and order): identical inputs give the
+identical fingerprint on any machine, any change of data or config changes it. A SHA-256
+of the stored arrays is checked on load to catch corruption.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from kinema.errors import CheckpointError, KinemaError
+from kinema.features.contacts import contacts as contact_labels
+from kinema.features.root import (compute_root, finite_difference, rotations_to_root_space, to_root_space,
+                                  vectors_to_root_space)
+from kinema.features.trajectory import quat_to_sixd, root_trajectory
+from kinema.matching.config import DatabaseConfig
+from kinema.matching.search import Exclusion, SearchIndex
+
+FORMAT_VERSION = 1
+BUILDER_VERSION = 1  # bump when the build algorithm changes what a config produces
+_ARRAYS = ("features", "feature_mean", "feature_scale", "raw_features", "pose", "contacts", "ranges",
+           "root_positions", "root_directions", "parents", "offsets", "clip_mirrored")
+
+
+@dataclass
+class Source:
+    """One input clip: the motion and what identifies its data for the fingerprint."""
+
+    motion: object  # kinema.motion.Motion
+    name: str
+    digest: str  # sha256 hex of the file bytes (or of the motion's arrays)
+
+
+def source_from_file(path: str | Path, **load_options) -> Source:
+    """Load ``path`` with :func:`kinema.load`; its digest is the SHA-256 of the file bytes."""
+    import kinema
+    path = Path(path)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    motion = kinema.load(path, **load_options)
+    return Source(motion, path.stem, digest)
+
+
+def source_from_motion(motion, name: str | None = None) -> Source:
+    """An in-memory motion; its digest covers fps, skeleton and the float32 channels."""
+    h = hashlib.sha256()
+    h.update(json.dumps([float(motion.fps), list(motion.skeleton.names),
+                         [int(p) for p in motion.skeleton.parents]]).encode())
+    for a in (motion.skeleton.offsets, motion.rotations, motion.positions):
+        a = np.ascontiguousarray(a, dtype="<f4")
+        h.update(str(a.shape).encode())
+        h.update(a.tobytes())
+    return Source(motion, name or motion.name or "clip", h.hexdigest())
+
+
+def feature_layout(config: DatabaseConfig) -> list[tuple[str, int, int, float]]:
+    """Feature groups as (name, start, stop, weight), in column order."""
+    t = 2 * len(config.trajectory_frames)
+    groups = [("left_foot_position", 3, config.foot_position_weight),
+              ("right_foot_position", 3, config.foot_position_weight),
+              ("left_foot_velocity", 3, config.foot_velocity_weight),
+              ("right_foot_velocity", 3, config.foot_velocity_weight),
+              ("hip_velocity", 3, config.hip_velocity_weight),
+              ("trajectory_position", t, config.trajectory_position_weight),
+              ("trajectory_direction", t, config.trajectory_direction_weight)]
+    out, start = [], 0
+    for name, width, weight in groups:
+        out.append((name, start, start + width, float(weight)))
+        start += width
+    return out
+
+
+def pose_layout(num_joints: int) -> list[tuple[str, int, int]]:
+    """Pose vector segments as (name, start, stop)."""
+    j = num_joints
+    segs = [("joint_positions", 3 * j), ("joint_rotations_6d", 6 * j), ("joint_velocities", 3 * j),
+            ("root_velocity", 3), ("root_angular_velocity", 3)]
+    out, start = [], 0
+    for name, width in segs:
+        out.append((name, start, start + width))
+        start += width
+    return out
+
+
+def clip_rows(motion, config: DatabaseConfig) -> dict[str, np.ndarray]:
+    """Pose, contacts, raw (unnormalised) features and root of one clip at its own rate.
+
+    Args:
+        motion: a :class:`kinema.motion.Motion` already at ``config.fps``.
+    Returns:
+        dict with ``pose`` (F, 12J+6), ``contacts`` (F, 2) bool, ``raw_features`` (F, D),
+        ``root_positions`` (F, 3), ``root_directions`` (F, 3).
+    """
+    sk = motion.skeleton
+    try:
+        feet = [sk.index(config.left_foot), sk.index(config.right_foot)]
+        toes = [sk.index(config.left_toe), sk.index(config.right_toe)]
+        hips = sk.index(config.hips)
+    except KeyError as e:
+        raise KinemaError(f"clip {motion.name!r}: {e.args[0]} (set the joint names in the database config)") from None
+    fps = float(motion.fps)
+    grot, gpos = motion.global_transforms()
+    root = compute_root(gpos, grot, sk, config.root)
+    vel = finite_difference(gpos, fps)
+    pos_rs = to_root_space(root, gpos)
+    vel_rs = vectors_to_root_space(root, vel)
+    rot_rs = quat_to_sixd(rotations_to_root_space(root, grot.astype(np.float64)))
+    f = motion.num_frames
+    root_vel = vectors_to_root_space(root, root.velocities(fps))
+    root_ang = np.zeros((f, 3), np.float32)
+    root_ang[:, 1] = root.yaw_rates(fps)
+    pose = np.concatenate([pos_rs.reshape(f, -1), rot_rs.reshape(f, -1), vel_rs.reshape(f, -1),
+                           root_vel, root_ang], axis=1).astype(np.float32)
+    traj = root_trajectory(root, list(config.trajectory_frames), fps)
+    raw = np.concatenate([
+        pos_rs[:, feet[0]], pos_rs[:, feet[1]], vel_rs[:, feet[0]], vel_rs[:, feet[1]], vel_rs[:, hips],
+        traj.positions[:, :, [0, 2]].reshape(f, -1), traj.directions[:, :, [0, 2]].reshape(f, -1),
+    ], axis=1).astype(np.float32)
+    contact = contact_labels(gpos, fps, toes, height_threshold=config.contact_height,
+                             speed_threshold=config.contact_speed, filter_size=config.contact_filter)
+    return {"pose": pose, "contacts": contact, "raw_features": raw,
+            "root_positions": root.positions.astype(np.float32),
+            "root_directions": root.directions.astype(np.float32)}
+
+
+def normalisation(raw: np.ndarray, layout: Sequence[tuple[str, int, int, float]]) -> tuple[np.ndarray, np.ndarray]:
+    """Per-dimension mean (D,) and per-group isotropic scale (D,): (mean std) / weight."""
+    raw64 = raw.astype(np.float64)
+    mean = raw64.mean(axis=0)
+    std = raw64.std(axis=0)
+    scale = np.ones(raw.shape[1])
+    for _name, a, b, w in layout:
+        s = float(std[a:b].mean())
+        scale[a:b] = (s if s > 1e-8 else 1.0) / max(w, 1e-8)
+    return mean.astype(np.float32), scale.astype(np.float32)
+
+
+@dataclass(eq=False)
+class Database:
+    """A built motion-matching database (see the module docstring for the layout).
+
+    Attributes:
+        features: (N, D) float32 normalised matching features.
+        feature_mean, feature_scale: (D,) ``features = (raw - mean) / scale``.
+        raw_features: (N, D) float32 features before normalisation.
+        pose: (N, P) float32 pose vectors; contacts: (N, 2) bool (left, right toe).
+        root_positions, root_directions: (N, 3) the root per row (world, per clip).
+        ranges: (C, 2) int64 [start, stop) rows of each clip; clip_names: C names;
+        clip_mirrored: (C,) bool.
+        joint_names, parents (J,), offsets (J, 3): the skeleton.
+        fps: rows per second; config: the build config; mirror: whether mirrors were added.
+        fingerprint: 16 hex digits identifying inputs and config.
+    """
+
+    features: np.ndarray
+    feature_mean: np.ndarray
+    feature_scale: np.ndarray
+    raw_features: np.ndarray
+    pose: np.ndarray
+    contacts: np.ndarray
+    root_positions: np.ndarray
+    root_directions: np.ndarray
+    ranges: np.ndarray
+    clip_names: list[str]
+    clip_mirrored: np.ndarray
+    joint_names: list[str]
+    parents: np.ndarray
+    offsets: np.ndarray
+    fps: float
+    config: DatabaseConfig
+    mirror: bool
+    fingerprint: str
+    sources: list[dict] = field(default_factory=list)
+    _index: SearchIndex | None = field(default=None, repr=False)
+
+    # -- sizes ---------------------------------------------------------------------------
+    @property
+    def rows(self) -> int:
+        return int(self.features.shape[0])
+
+    @property
+    def pose_width(self) -> int:
+        return int(self.pose.shape[1])
+
+    @property
+    def frame_time(self) -> float:
+        return 1.0 / self.fps
+
+    @property
+    def feature_layout(self) -> list[tuple[str, int, int, float]]:
+        return feature_layout(self.config)
+
+    @property
+    def pose_layout(self) -> list[tuple[str, int, int]]:
+        return pose_layout(len(self.joint_names))
+
+    def clip_of(self, rows: np.ndarray | int) -> np.ndarray:
+        """Clip index of each row."""
+        return np.searchsorted(self.ranges[:, 1], rows, side="right")
+
+    # -- features and search -------------------------------------------------------------
+    def normalize(self, raw: np.ndarray) -> np.ndarray:
+        """Raw features (..., D) -> normalised (float32)."""
+        return ((np.asarray(raw, np.float32) - self.feature_mean) / self.feature_scale).astype(np.float32)
+
+    def denormalize(self, features: np.ndarray) -> np.ndarray:
+        """Normalised features (..., D) -> raw units."""
+        return (np.asarray(features, np.float32) * self.feature_scale + self.feature_mean).astype(np.float32)
+
+    @property
+    def index(self) -> SearchIndex:
+        """The search structure over :attr:`features` (built on first use)."""
+        if self._index is None:
+            self._index = SearchIndex(self.features, self.ranges)
+        return self._index
+
+    def search(self, queries: np.ndarray, k: int = 4, exclude: Exclusion | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Exact k nearest rows to normalised ``queries`` (Q, D) or (D,).
+
+        Returns:
+            indices (Q, k) int64 and costs (Q, k) float32 (squared distances), best first;
+            see :meth:`kinema.matching.search.SearchIndex.search`.
+        """
+        return self.index.search(queries, k=k, exclude=exclude)
+
+    # -- info and files ------------------------------------------------------------------
+    def info(self) -> dict:
+        """Summary for ``kinema db info``."""
+        return {
+            "fingerprint": self.fingerprint,
+            "rows": self.rows,
+            "pose_width": self.pose_width,
+            "feature_width": int(self.features.shape[1]),
+            "frame_time": self.frame_time,
+            "fps": self.fps,
+            "clips": list(self.clip_names),
+            "num_clips": len(self.clip_names),
+            "mirror": self.mirror,
+            "joints": len(self.joint_names),
+            "config": self.config.name,
+        }
+
+    def _arrays(self) -> dict[str, np.ndarray]:
+        return {"features": self.features, "feature_mean": self.feature_mean, "feature_scale": self.feature_scale,
+                "raw_features": self.raw_features, "pose": self.pose, "contacts": self.contacts.astype(np.uint8),
+                "ranges": self.ranges, "root_positions": self.root_positions,
+                "root_directions": self.root_directions, "parents": self.parents, "offsets": self.offsets,
+                "clip_mirrored": self.clip_mirrored.astype(np.uint8)}
+
+    def save(self, path: str | Path) -> Path:
+        """Write ``path`` (.npz, no pickle) atomically; returns the path."""
+        from kinema.io.atomic import write_bytes
+        path = Path(path)
+        arrays = {k: np.ascontiguousarray(v) for k, v in self._arrays().items()}
+        meta = {
+            "format": "kinema.matching.database", "format_version": FORMAT_VERSION,
+            "builder_version": BUILDER_VERSION, "fingerprint": self.fingerprint,
+            "content_sha256": _content_hash(arrays), "fps": self.fps, "mirror": self.mirror,
+            "config": self.config.to_dict(), "clip_names": list(self.clip_names),
+            "joint_names": list(self.joint_names), "sources": self.sources,
+            "feature_layout": [list(g) for g in self.feature_layout],
+            "pose_layout": [list(g) for g in self.pose_layout],
+        }
+        arrays["metadata"] = np.frombuffer(json.dumps(meta).encode("utf-8"), np.uint8)
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        write_bytes(path, buf.getvalue())
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Database":
+        """Read a database written by :meth:`save`; raises :class:`CheckpointError` on a
+        damaged, foreign or pickled file."""
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(f"database file not found: {path}")
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                data = {k: z[k] for k in z.files}
+        except ValueError as e:
+            raise CheckpointError(f"{path}: not a kinema database (or contains pickled objects): {e}") from None
+        except (OSError, EOFError, zipfile.BadZipFile) as e:
+            raise CheckpointError(f"{path}: cannot read database: {e}") from None
+        missing = [k for k in (*_ARRAYS, "metadata") if k not in data]
+        if missing:
+            raise CheckpointError(f"{path}: not a kinema database (missing {missing})")
+        try:
+            meta = json.loads(data.pop("metadata").tobytes().decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise CheckpointError(f"{path}: damaged database metadata: {e}") from None
+        if meta.get("format") != "kinema.matching.database":
+            raise CheckpointError(f"{path}: not a kinema database")
+        if meta.get("format_version", 0) > FORMAT_VERSION:
+            raise CheckpointError(f"{path}: database format {meta['format_version']} is newer than this kinema "
+                                  f"({FORMAT_VERSION})")
+        if _content_hash(data) != meta.get("content_sha256"):
+            raise CheckpointError(f"{path}: database contents do not match their checksum (damaged file)")
+        return cls(
+            features=data["features"], feature_mean=data["feature_mean"], feature_scale=data["feature_scale"],
+            raw_features=data["raw_features"], pose=data["pose"], contacts=data["contacts"].astype(bool),
+            root_positions=data["root_positions"], root_directions=data["root_directions"],
+            ranges=data["ranges"], clip_names=list(meta["clip_names"]),
+            clip_mirrored=data["clip_mirrored"].astype(bool), joint_names=list(meta["joint_names"]),
+            parents=data["parents"], offsets=data["offsets"], fps=float(meta["fps"]),
+            config=DatabaseConfig.from_dict(meta["config"], str(path)), mirror=bool(meta["mirror"]),
+            fingerprint=str(meta["fingerprint"]), sources=list(meta.get("sources", [])))
+
+
+def _content_hash(arrays: dict[str, np.ndarray]) -> str:
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def fingerprint(config: DatabaseConfig, mirror: bool, sources: Sequence[Source]) -> str:
+    """16 hex digits of SHA-256 over builder version, config, mirror flag and sources."""
+    h = hashlib.sha256()
+    h.update(f"kinema.matching.database|{BUILDER_VERSION}|".encode())
+    h.update(config.canonical_json().encode())
+    h.update(b"|mirror" if mirror else b"|plain")
+    for s in sources:
+        h.update(f"|{s.name}|{s.digest}".encode())
+    return h.hexdigest()[:16]
+
+
+def build_database(sources: Iterable[Source | object], config: DatabaseConfig | str | Path | None = None,
+                   mirror: bool = False, progress: bool = True) -> Database:
+    """Build a database from clips of one skeleton.
+
+    Args:
+        sources: :class:`Source` items (see :func:`source_from_file`) or Motions.
+        config: a :class:`DatabaseConfig`, preset name or JSON path (default LaFAN1).
+        mirror: add each clip's mirror image (right after it).
+        progress: show a tqdm bar.
+    Returns:
+        the :class:`Database` (normalised features; search index built on first search).
+    """
+    from tqdm import tqdm
+    config = DatabaseConfig.resolve(config)
+    srcs = [s if isinstance(s, Source) else source_from_motion(s) for s in sources]
+    if not srcs:
+        raise KinemaError("build_database needs at least one motion")
+    first = srcs[0].motion.skeleton
+    parts, names, mirrored = [], [], []
+    for s in tqdm(srcs, desc="database", unit="clip", disable=not progress):
+        m = s.motion
+        if not first.same_topology(m.skeleton):
+            raise KinemaError(f"clip {s.name!r}: its skeleton differs from {srcs[0].name!r} "
+                              "(a database holds one skeleton)")
+        if m.num_frames < 2:
+            raise KinemaError(f"clip {s.name!r} has {m.num_frames} frame(s); at least 2 are needed")
+        if float(m.fps) != float(config.fps):
+            m = m.resample(config.fps)
+        variants = [(m, False)] + ([(m.mirror(), True)] if mirror else [])
+        for mv, is_mirror in variants:
+            parts.append(clip_rows(mv, config))
+            names.append(s.name + ("_mirror" if is_mirror else ""))
+            mirrored.append(is_mirror)
+    lengths = np.array([len(p["pose"]) for p in parts], np.int64)
+    stops = np.cumsum(lengths)
+    ranges = np.stack([stops - lengths, stops], axis=1)
+    cat = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    layout = feature_layout(config)
+    mean, scale = normalisation(cat["raw_features"], layout)
+    feats = ((cat["raw_features"] - mean) / scale).astype(np.float32)
+    return Database(
+        features=feats, feature_mean=mean, feature_scale=scale, raw_features=cat["raw_features"],
+        pose=cat["pose"], contacts=cat["contacts"], root_positions=cat["root_positions"],
+        root_directions=cat["root_directions"], ranges=ranges, clip_names=names,
+        clip_mirrored=np.array(mirrored, bool), joint_names=list(first.names),
+        parents=np.asarray(first.parents, np.int64), offsets=np.asarray(first.offsets, np.float32),
+        fps=float(config.fps), config=config, mirror=bool(mirror), fingerprint=fingerprint(config, mirror, srcs),
+        sources=[{"name": s.name, "sha256": s.digest} for s in srcs])
+
+
+def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
+    """Files from ``paths`` (folders searched recursively for supported motion files),
+    sorted within each folder; raises FileNotFoundError naming a missing path."""
+    from kinema.io import FORMATS
+    out: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            out.extend(sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in FORMATS))
+        elif p.exists():
+            out.append(p)
+        else:
+            raise FileNotFoundError(f"no such file or folder: {p}")
+    return out
+
+
+def build_from_paths(paths: Iterable[str | Path], config: DatabaseConfig | str | Path | None = None,
+                     mirror: bool = False, progress: bool = True, **load_options) -> Database:
+    """Load every motion file under ``paths`` and build a database (see :func:`build_database`)."""
+    from tqdm import tqdm
+    files = expand_paths(paths)
+    if not files:
+        raise KinemaError("no motion files found in the given paths")
+    srcs = [source_from_file(f, **load_options) for f in tqdm(files, desc="loading", unit="file",
+                                                               disable=not progress)]
+    return build_database(srcs, config, mirror=mirror, progress=progress)

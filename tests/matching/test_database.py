@@ -1,0 +1,192 @@
+"""The matching database on real data (LaFAN1, Bandai-Namco): layout, normalisation,
+feature semantics, mirroring, exact search on real features, files and fingerprints."""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kinema.errors import CheckpointError, KinemaError
+from kinema.matching.config import DatabaseConfig
+from kinema.matching.database import BUILDER_VERSION, Database, build_from_paths
+from kinema.matching.search import Exclusion
+
+
+@pytest.fixture(scope="module")
+def lafan(shared_data):
+    return build_from_paths([shared_data / "lafan1"], "lafan1", mirror=True, progress=False)
+
+
+@pytest.fixture(scope="module")
+def bandai(shared_data):
+    return build_from_paths([shared_data / "bandai_namco" / "dataset-1"], "bandai", mirror=True, progress=False)
+
+
+def _frames30(path: Path) -> int:
+    for line in path.read_text().splitlines():
+        if line.startswith("Frames:"):
+            return int(line.split()[1])
+    raise AssertionError(path)
+
+
+def test_layout_and_sizes(lafan, shared_data):
+    files = sorted((shared_data / "lafan1").glob("*.bvh"))
+    expected = sum(2 * _frames30(f) - 1 for f in files)  # 30 -> 60 Hz over the same span
+    assert lafan.rows == 2 * expected  # plus mirrors
+    assert lafan.pose_width == 270 == 22 * 12 + 6
+    assert lafan.features.shape == (lafan.rows, 27) and lafan.features.dtype == np.float32
+    assert lafan.frame_time == pytest.approx(1 / 60)
+    assert len(lafan.clip_names) == 14 and lafan.clip_names[1] == lafan.clip_names[0] + "_mirror"
+    assert lafan.ranges[0, 0] == 0 and lafan.ranges[-1, 1] == lafan.rows
+    assert np.all(lafan.ranges[1:, 0] == lafan.ranges[:-1, 1])
+    assert lafan.contacts.shape == (lafan.rows, 2)
+    assert 0.2 < lafan.contacts.mean() < 0.9
+
+
+def test_normalisation_groups(lafan, bandai):
+    for db in (lafan, bandai):
+        np.testing.assert_allclose(db.features.mean(0), 0, atol=1e-3)
+        std = db.features.astype(np.float64).std(0)
+        for name, a, b, w in db.feature_layout:
+            assert std[a:b].mean() == pytest.approx(w, rel=1e-3), name
+        np.testing.assert_allclose(db.denormalize(db.features), db.raw_features, atol=1e-4)
+
+
+def test_trajectory_features_from_root(lafan):
+    raw, rp, rd = lafan.raw_features, lafan.root_positions.astype(np.float64), lafan.root_directions.astype(np.float64)
+    for c in (0, 5):
+        s, e = lafan.ranges[c]
+        rows = np.arange(s, e)
+        for i, off in enumerate((20, 40, 60)):
+            fut = np.minimum(rows + off, e - 1)  # clamped at the clip end
+            d = rp[fut] - rp[rows]
+            yaw = np.arctan2(rd[rows, 0], rd[rows, 2])
+            x = np.cos(yaw) * d[:, 0] - np.sin(yaw) * d[:, 2]
+            z = np.sin(yaw) * d[:, 0] + np.cos(yaw) * d[:, 2]
+            np.testing.assert_allclose(raw[rows, 15 + 2 * i], x, atol=1e-4)
+            np.testing.assert_allclose(raw[rows, 16 + 2 * i], z, atol=1e-4)
+        np.testing.assert_allclose(raw[e - 1, 15:21], 0, atol=1e-6)  # last frame: no future
+    # characters mostly move forward: +z trajectory dominates
+    assert np.median(raw[:, 20]) > 0.3
+
+
+def test_mirror_rows_mirror_the_features(lafan):
+    a, b = lafan.ranges[0], lafan.ranges[1]
+    orig, mir = lafan.raw_features[a[0]:a[1]], lafan.raw_features[b[0]:b[1]]
+    expect = orig.copy()
+    expect[:, 0:3], expect[:, 3:6] = orig[:, 3:6], orig[:, 0:3]  # left <-> right foot
+    expect[:, 6:9], expect[:, 9:12] = orig[:, 9:12], orig[:, 6:9]
+    expect[:, [0, 3, 6, 9, 12, 15, 17, 19, 21, 23, 25]] *= -1  # x components flip
+    np.testing.assert_allclose(mir, expect, atol=2e-3)
+
+
+def _oracle_topk(features, queries, allowed, k):
+    """float64 costs in chunks of queries; (Q, k) sorted costs of allowed rows.
+    ``allowed(qs (C, 1), rows (1, N))`` broadcasts to (C, N)."""
+    f = features.astype(np.float64)
+    fn = (f * f).sum(1)
+    rows = np.arange(len(f))[None]
+    out = []
+    for s in range(0, len(queries), 100):
+        q = queries[s:s + 100].astype(np.float64)
+        d = fn[None] - 2 * q @ f.T + (q * q).sum(1)[:, None]
+        d = np.where(allowed(np.arange(s, s + len(q))[:, None], rows), np.maximum(d, 0), np.inf)
+        out.append(np.sort(np.partition(d, k - 1, axis=1)[:, :k], axis=1))
+    return np.concatenate(out)
+
+
+@pytest.mark.parametrize("which", ["lafan", "bandai"])
+def test_search_equals_brute_force_on_real_features(which, request):
+    db = request.getfixturevalue(which)
+    rng = np.random.default_rng(0)
+    n = 600
+    src = rng.integers(0, db.rows, n)
+    noise = rng.choice([0.0, 0.02, 0.2, 1.0], n)[:, None]
+    q = (db.features[src] + noise * rng.normal(size=(n, 27))).astype(np.float32)
+    clip = db.clip_of(np.arange(db.rows))
+    stop = db.ranges[clip, 1]
+    own = db.clip_of(src)
+    twin = own ^ 1  # mirrors follow their clip
+    mask = rng.random(db.rows) > 0.1
+    settings = {
+        "none": (None, lambda qs, r: np.ones(np.broadcast_shapes(qs.shape, r.shape), bool)),
+        "around": (Exclusion(current=src, around=20, clip_end=20),
+                   lambda qs, r: ~((np.abs(r - src[qs]) <= 20) & (clip[r] == own[qs])) & (r < stop[r] - 20)),
+        "clips+mask": (Exclusion(clips=np.stack([own, twin], 1), mask=mask),
+                       lambda qs, r: (clip[r] != own[qs]) & (clip[r] != twin[qs]) & mask[r]),
+    }
+    for name, (ex, allowed) in settings.items():
+        idx, cost = db.search(q, k=4, exclude=ex)
+        ref = _oracle_topk(db.features, q, allowed, 4)
+        np.testing.assert_allclose(cost, ref, rtol=1e-5, atol=1e-6, err_msg=name)
+        assert allowed(np.arange(n)[:, None], idx).all(), name  # every returned row is allowed
+        d = ((db.features[idx].astype(np.float64) - q[:, None].astype(np.float64)) ** 2).sum(-1)
+        np.testing.assert_allclose(d, ref, rtol=1e-5, atol=1e-6, err_msg=name)  # the rows have those costs
+
+
+def test_save_load_round_trip_and_damage(bandai, tmp_path):
+    path = bandai.save(tmp_path / "db.npz")
+    db = Database.load(path)
+    assert db.fingerprint == bandai.fingerprint and db.info() == bandai.info()
+    for k in ("features", "pose", "contacts", "ranges", "raw_features", "root_positions"):
+        np.testing.assert_array_equal(getattr(db, k), getattr(bandai, k))
+    assert db.config == bandai.config and db.clip_names == bandai.clip_names
+    # damaged: flip bytes in the features array
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 3] ^= 0xFF
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(bytes(raw))
+    with pytest.raises(CheckpointError):
+        Database.load(bad)
+    # pickled object arrays are refused
+    obj = tmp_path / "obj.npz"
+    np.savez(obj, features=np.array([{"a": 1}], dtype=object))
+    with pytest.raises(CheckpointError):
+        Database.load(obj)
+
+
+def test_fingerprint_depends_on_inputs_and_config_only(shared_data, tmp_path):
+    files = sorted((shared_data / "bandai_namco" / "dataset-1").glob("*walk_happy*.bvh"))[:2]
+    assert len(files) == 2
+    a = build_from_paths(files, "bandai", progress=False)
+    copies = [Path(shutil.copy(f, tmp_path / f.name)) for f in files]  # another location
+    b = build_from_paths(copies, "bandai", progress=False)
+    assert a.fingerprint == b.fingerprint and len(a.fingerprint) == 16
+    int(a.fingerprint, 16)
+    # independent recomputation from the documented recipe
+    h = hashlib.sha256(f"kinema.matching.database|{BUILDER_VERSION}|".encode())
+    h.update(DatabaseConfig.preset("bandai").canonical_json().encode())
+    h.update(b"|plain")
+    for f in files:
+        h.update(f"|{f.stem}|{hashlib.sha256(f.read_bytes()).hexdigest()}".encode())
+    assert a.fingerprint == h.hexdigest()[:16]
+    # any change changes it: mirror, config, order, data
+    assert build_from_paths(files, "bandai", mirror=True, progress=False).fingerprint != a.fingerprint
+    cfg = DatabaseConfig.from_dict({"base": "bandai", "trajectory_direction_weight": 1.0})
+    assert build_from_paths(files, cfg, progress=False).fingerprint != a.fingerprint
+    assert build_from_paths(files[::-1], "bandai", progress=False).fingerprint != a.fingerprint
+    text = copies[1].read_text().splitlines()
+    text[-1] = " ".join(f"{float(v) + 0.001:.6f}" for v in text[-1].split())  # nudge the last frame
+    copies[1].write_text("\n".join(text) + "\n")
+    changed = build_from_paths(copies, "bandai", progress=False)
+    assert changed.fingerprint != a.fingerprint
+    assert not np.array_equal(changed.pose[-1], a.pose[-1])
+
+
+def test_config_file_and_errors(shared_data, tmp_path):
+    cfg_file = tmp_path / "cfg.json"
+    cfg_file.write_text(json.dumps({"base": "bandai", "trajectory_frames": [10, 20, 30, 40],
+                                    "root": {"smoothing": "gaussian"}}))
+    files = sorted((shared_data / "bandai_namco" / "dataset-1").glob("*.bvh"))[:1]
+    db = build_from_paths(files, cfg_file, progress=False)
+    assert db.features.shape[1] == 15 + 16 and db.config.root.smoothing == "gaussian"
+    with pytest.raises(KinemaError, match="LeftFoot"):
+        build_from_paths(files, "lafan1", progress=False)  # wrong skeleton for the preset
+    with pytest.raises(KinemaError, match="unknown database config keys"):
+        DatabaseConfig.from_dict({"feet": 1})
+    with pytest.raises(KinemaError, match="skeleton differs"):
+        build_from_paths([files[0], shared_data / "lafan1" / "push1_subject2.bvh"], "bandai", progress=False)
