@@ -93,16 +93,15 @@ class Pipeline:
 
     def __init__(self, width: int, height: int, effects: Effects):
         self.effects = effects
-        self.scene_shader = gl.Shader("scene.vs", "scene.fs")
-        self.skinned_shader = gl.Shader("scene.vs", "scene.fs", {"SKINNED": 1, "MAX_BONES": MAX_BONES})
-        self.depth_shader = gl.Shader("scene.vs", "depth.fs")
-        self.depth_skinned_shader = gl.Shader("scene.vs", "depth.fs", {"SKINNED": 1, "MAX_BONES": MAX_BONES})
-        self.line_shader = gl.Shader("lines.vs", "lines.fs")
-        self.ssao_shader = gl.Shader("fullscreen.vs", "ssao.fs")
-        self.blur_shader = gl.Shader("fullscreen.vs", "blur.fs")
-        self.blur4_shader = gl.Shader("fullscreen.vs", "blur4.fs")
-        self.bright_shader = gl.Shader("fullscreen.vs", "bright.fs")
-        self.final_shader = gl.Shader("fullscreen.vs", "final.fs")
+        self._shaders: dict[tuple, gl.Shader] = {}
+        # compile the common variants now so shader errors show at open()
+        for variant in ((), ("SHADOWS", "SOFT_SHADOWS"), ("CHECKER", "SHADOWS", "SOFT_SHADOWS"),
+                        ("SKINNED", "SHADOWS", "SOFT_SHADOWS"), ("VERTEX_COLOR", "SHADOWS", "SOFT_SHADOWS")):
+            self.shader("scene.vs", "scene.fs", variant)
+        self.shader("scene.vs", "depth.fs", ("SKINNED",))
+        for name in ("lines", "ssao", "blur", "blur4", "bright", "final"):
+            vs = "lines.vs" if name == "lines" else "fullscreen.vs"
+            self.shader(vs, f"{name}.fs", ())
         self.empty_vao = int(rl.rl_load_vertex_array())
         quad = np.array([[-1, 0, -1], [1, 0, -1], [1, 0, 1], [-1, 0, -1], [1, 0, 1], [-1, 0, 1]], np.float32)
         self.floor = gl.VertexArray({gl.ATTR_POSITION: quad, gl.ATTR_NORMAL: np.tile([[0, 1, 0]], (6, 1)).astype(np.float32),
@@ -134,6 +133,24 @@ class Pipeline:
         self._targets = [self.output, self.scene, self.ao, self.ao_tmp, self.bloom, self.bloom_tmp]
         self._scales = (self.effects.ssao_scale, self.effects.bloom_scale)
 
+    def shader(self, vs: str, fs: str, flags: tuple[str, ...] = ()) -> gl.Shader:
+        """The program for ``vs``+``fs`` with ``flags`` defined, compiled on first use.
+
+        Options are compile-time defines because software GL executes both sides of
+        uniform branches; each variant only pays for what it uses."""
+        key = (vs, fs, tuple(sorted(flags)))
+        sh = self._shaders.get(key)
+        if sh is None:
+            defines = {f: 1 for f in key[2]}
+            if "SKINNED" in defines:
+                defines["MAX_BONES"] = MAX_BONES
+            sh = self._shaders[key] = gl.Shader(vs, fs, defines)
+        return sh
+
+    def _shadow_flags(self) -> tuple[str, ...]:
+        e = self.effects
+        return (("SHADOWS", "SOFT_SHADOWS") if e.shadow_soft else ("SHADOWS",)) if e.shadows else ()
+
     def _ensure_shadow_map(self) -> None:
         size = int(self.effects.shadow_size)
         if self.shadow_fb is None or self.shadow_fb.width != size:
@@ -151,10 +168,9 @@ class Pipeline:
         for va in (self.floor, self.lines, self.solids):
             if va is not None:
                 va.unload()
-        for s in (self.scene_shader, self.skinned_shader, self.depth_shader, self.depth_skinned_shader,
-                  self.line_shader, self.ssao_shader, self.blur_shader, self.blur4_shader,
-                  self.bright_shader, self.final_shader):
+        for s in self._shaders.values():
             s.unload()
+        self._shaders = {}
         rl.rl_unload_vertex_array(self.empty_vao)
 
     # ------------------------------------------------------------------ frame
@@ -235,7 +251,7 @@ class Pipeline:
         rl.rl_disable_backface_culling()
         eye = np.eye(4)
         if queue.characters:
-            s = self.depth_skinned_shader
+            s = self.shader("scene.vs", "depth.fs", ("SKINNED",))
             s.use()
             s.set_matrix("viewProj", light)
             s.set_matrix("model", eye)
@@ -246,7 +262,7 @@ class Pipeline:
                     m.shadow_vao.draw()
             _cull(False)
         if self.solids is not None and self.solids.count:
-            s = self.depth_shader
+            s = self.shader("scene.vs", "depth.fs")
             s.use()
             s.set_matrix("viewProj", light)
             s.set_matrix("model", eye)
@@ -262,21 +278,13 @@ class Pipeline:
         s.set_vec("skyColor", e.sky_color)
         s.set_vec("groundColor", e.ground_color)
         s.set_vec("cameraPos", camera_position)
-        s.set_float("fogDistance", e.fog_distance)
-        s.set_float("shadowsOn", 1.0 if e.shadows else 0.0)
-        s.set_matrix("lightViewProj", light)
-        s.set_float("shadowTexel", 1.0 / max(int(e.shadow_size), 1))
-        s.set_float("shadowBias", 0.0015)
-        s.set_float("shadowSoft", 1.0 if e.shadow_soft else 0.0)
-        s.set_float("checker", 0.0)
-        s.set_float("unlit", 0.0)
-        s.set_float("useTexture", 0.0)
-        s.set_float("useVertexColor", 0.0)
+        s.set_float("fogDistance", e.fog_distance if e.fog_distance > 0 else 1e9)
         s.set_vec("baseColor", (1.0, 1.0, 1.0, 1.0))
         if e.shadows and self.shadow_fb is not None:
+            s.set_matrix("lightViewProj", light)
+            s.set_float("shadowTexel", 1.0 / max(int(e.shadow_size), 1))
+            s.set_float("shadowBias", 0.0015)
             s.set_texture("shadowMap", 1, self.shadow_fb.depth)
-        else:
-            s.set_texture("shadowMap", 1, 0)
 
     def _scene_pass(self, queue: FrameQueue, target: gl.Framebuffer, view_proj, camera_position, light) -> None:
         e = self.effects
@@ -287,12 +295,12 @@ class Pipeline:
         rl.rl_enable_depth_test()
         rl.rl_disable_backface_culling()
         eye = np.eye(4)
-        # floor
-        s = self.scene_shader
-        s.use()
-        self._set_lighting(s, view_proj, camera_position, light)
+        sh = self._shadow_flags()
         if e.floor:
             # a large quad centred under the camera; tiles are in world space
+            s = self.shader("scene.vs", "scene.fs", ("CHECKER",) + sh)
+            s.use()
+            self._set_lighting(s, view_proj, camera_position, light)
             m = np.diag([150.0, 1.0, 150.0, 1.0])
             m[0, 3], m[2, 3] = np.round(camera_position[0]), np.round(camera_position[2])
             s.set_matrix("model", m)
@@ -300,34 +308,36 @@ class Pipeline:
             s.set_vec("checkerA", e.checker_a)
             s.set_vec("checkerB", e.checker_b)
             self.floor.draw()
-            s.set_float("checker", 0.0)
         # debug solids and procedural bodies
         if self.solids is not None and self.solids.count:
-            s.set_matrix("model", eye)
-            s.set_float("useVertexColor", 1.0)
-            self.solids.draw()
-            s.set_float("useVertexColor", 0.0)
-        # skinned characters
-        if queue.characters:
-            s = self.skinned_shader
+            s = self.shader("scene.vs", "scene.fs", ("VERTEX_COLOR",) + sh)
             s.use()
             self._set_lighting(s, view_proj, camera_position, light)
             s.set_matrix("model", eye)
-            for c in queue.characters:
-                s.set_matrices("boneMatrices", c.bones)
-                for m in c.model.meshes:
-                    _cull(m.cull)
-                    s.set_vec("baseColor", m.base_color * c.tint)
-                    if m.texture:
-                        s.set_texture("albedoMap", 0, m.texture)
-                        s.set_float("useTexture", 1.0)
-                    else:
-                        s.set_float("useTexture", 0.0)
-                    m.vao.draw()
+            self.solids.draw()
+        # skinned characters, untextured meshes first, then textured ones
+        for textured in (False, True):
+            draws = [(c, m) for c in queue.characters for m in c.model.meshes if bool(m.texture) == textured]
+            if not draws:
+                continue
+            s = self.shader("scene.vs", "scene.fs", ("SKINNED",) + (("TEXTURE",) if textured else ()) + sh)
+            s.use()
+            self._set_lighting(s, view_proj, camera_position, light)
+            s.set_matrix("model", eye)
+            last = None
+            for c, m in draws:
+                if c is not last:
+                    s.set_matrices("boneMatrices", c.bones)
+                    last = c
+                _cull(m.cull)
+                s.set_vec("baseColor", m.base_color * c.tint)
+                if textured:
+                    s.set_texture("albedoMap", 0, m.texture)
+                m.vao.draw()
             _cull(False)
         # wide lines and points, on top of solids but depth tested
         if self.lines is not None and self.lines.count:
-            s = self.line_shader
+            s = self.shader("lines.vs", "lines.fs")
             s.use()
             s.set_matrix("viewProj", view_proj)
             s.set_float("viewport", float(target.width), float(target.height))
@@ -353,23 +363,22 @@ class Pipeline:
         sync = gl.libgl().glFinish if self.sync_timings else (lambda: None)
         t0 = time.perf_counter()
         if e.ssao:
-            s = self.ssao_shader
+            s = self.shader("fullscreen.vs", "ssao.fs")
             s.use()
-            s.set_matrix("projection", projection)
-            s.set_matrix("invProjection", np.linalg.inv(projection))
+            s.set_float("proj", projection[0, 0], projection[1, 1], projection[2, 2], projection[2, 3])
             s.set_float("radius", e.ssao_radius)
             s.set_float("strength", e.ssao_strength)
             s.set_int("samples", int(np.clip(e.ssao_samples, 1, 16)))
             s.set_float("texel", 1.0 / w, 1.0 / h)
             self._fullscreen(s, self.ao, {"depthMap": self.scene.depth})
-            s = self.blur4_shader
+            s = self.shader("fullscreen.vs", "blur4.fs")
             s.use()
             s.set_float("texel", 1.0 / self.ao.width, 1.0 / self.ao.height)
             self._fullscreen(s, self.ao_tmp, {"source": self.ao.color})
         sync()
         t1 = time.perf_counter()
         if e.bloom:
-            s = self.bright_shader
+            s = self.shader("fullscreen.vs", "bright.fs")
             s.use()
             s.set_float("texel", 1.0 / w, 1.0 / h)
             s.set_float("threshold", e.bloom_threshold)
@@ -377,12 +386,10 @@ class Pipeline:
             self._blur(self.bloom, self.bloom_tmp)
         sync()
         t2 = time.perf_counter()
-        s = self.final_shader
+        flags = tuple(f for f, on in (("FXAA", e.fxaa), ("AO", e.ssao), ("BLOOM", e.bloom)) if on)
+        s = self.shader("fullscreen.vs", "final.fs", flags)
         s.use()
         s.set_float("texel", 1.0 / w, 1.0 / h)
-        s.set_float("fxaaOn", 1.0 if e.fxaa else 0.0)
-        s.set_float("aoOn", 1.0 if e.ssao else 0.0)
-        s.set_float("bloomOn", 1.0 if e.bloom else 0.0)
         s.set_float("bloomStrength", e.bloom_strength)
         self._fullscreen(s, self.output, {"colorMap": self.scene.color, "aoMap": self.ao_tmp.color,
                                           "bloomMap": self.bloom.color})
@@ -393,7 +400,7 @@ class Pipeline:
         self.post_timings = {"ssao": t1 - t0, "bloom": t2 - t1, "final (fxaa+composite)": time.perf_counter() - t2}
 
     def _blur(self, fb: gl.Framebuffer, tmp: gl.Framebuffer) -> None:
-        s = self.blur_shader
+        s = self.shader("fullscreen.vs", "blur.fs")
         s.use()
         s.set_float("direction", 1.0 / fb.width, 0.0)
         self._fullscreen(s, tmp, {"source": fb.color})

@@ -69,6 +69,8 @@ class Renderer:
         target_fps: frame cap of the window (0: uncapped); headless is never capped.
         show_fps: draw the FPS/profiler overlay.
         headless_dt: seconds per frame assumed by camera smoothing when headless.
+        camera_controls: in a window, move the camera with mouse/keyboard each frame
+            (orbit drag/wheel, free-fly WASD), except while the mouse is over a GUI panel.
 
     Attributes:
         ui: the immediate-mode GUI (:class:`kinema.render.ui.Ui`) for ``gui(ui)`` callbacks.
@@ -78,7 +80,8 @@ class Renderer:
     """
 
     def __init__(self, effects: Effects | None = None, camera: CameraRig | None = None,
-                 target_fps: int = 60, show_fps: bool = True, headless_dt: float = 1.0 / 30.0):
+                 target_fps: int = 60, show_fps: bool = True, headless_dt: float = 1.0 / 30.0,
+                 camera_controls: bool = True):
         self.effects = effects or Effects()
         self.camera = camera or CameraRig()
         self.debug = DebugDraw()
@@ -87,6 +90,7 @@ class Renderer:
         self.show_fps = bool(show_fps)
         self.show_profiler = False
         self.headless_dt = float(headless_dt)
+        self.camera_controls = bool(camera_controls)
         self.headless = True
         self.width = self.height = 0
         self.frame_index = 0
@@ -113,8 +117,7 @@ class Renderer:
         if not display_available():
             raise gl.RenderError("no display: set DISPLAY (run under xvfb-run) to render")
         rl.set_trace_log_level(rl.LOG_WARNING)
-        flags = rl.FLAG_WINDOW_HIDDEN if headless else (rl.FLAG_WINDOW_RESIZABLE | rl.FLAG_VSYNC_HINT * 0)
-        rl.set_config_flags(flags)
+        rl.set_config_flags(rl.FLAG_WINDOW_HIDDEN if headless else rl.FLAG_WINDOW_RESIZABLE)
         rl.init_window(int(width), int(height), str(title))
         if not rl.is_window_ready():
             raise gl.RenderError("raylib could not open a window / GL context")
@@ -267,6 +270,8 @@ class Renderer:
             if (w, h) != (self.width, self.height) and w > 0 and h > 0:
                 self.width, self.height = w, h
                 self._pipeline.resize(w, h)
+        if not self.headless and self.camera_controls and not self.ui.wants_mouse:
+            self.camera.handle_input(self.read_input(), dt)
         self.camera.update(dt)
         self.debug.clear()
         self._queue = FrameQueue()

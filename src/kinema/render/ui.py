@@ -93,6 +93,8 @@ class Ui:
 
     def _rect(self, rect, height: float = ROW) -> "rl.Rectangle":
         if rect is not None:
+            if self._cursor is None:   # a free-standing widget also keeps the mouse from the camera
+                self._panels.append(tuple(float(v) for v in rect))
             return rl.Rectangle(*[float(v) for v in rect])
         if self._cursor is None:
             raise ValueError("widget needs a rect outside ui.panel(...)")

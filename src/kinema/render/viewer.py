@@ -105,8 +105,6 @@ class Viewer:
                 renderer.camera.set_mode("free")
         else:
             self.clip.frame_camera(renderer.camera, self.camera_mode, self.frame)
-        if not renderer.ui.wants_mouse:
-            renderer.camera.handle_input(inp, dt)
         renderer.begin_frame()
         self.clip.draw(renderer, self.frame, mirror=self.mirror, skeleton=self.skeleton)
         renderer.begin_gui()

@@ -1,15 +1,13 @@
 #version 330
-// The last full-resolution pass: FXAA on the scene colour (after Lottes' FXAA, console
-// variant: blend along the local edge direction), times ambient occlusion (already
-// blurred at its reduced resolution, upsampled bilinearly), plus bloom.
+// The last full-resolution pass, compiled per effect set (FXAA, AO, BLOOM defines):
+// FXAA on the scene colour (after Lottes' FXAA, console variant: blend along the local
+// edge direction), times ambient occlusion (blurred at its reduced resolution, upsampled
+// bilinearly), plus bloom.
 in vec2 fragTexCoord;
 uniform sampler2D colorMap;
 uniform sampler2D aoMap;
 uniform sampler2D bloomMap;
 uniform vec2 texel;          // 1 / output size
-uniform float fxaaOn;
-uniform float aoOn;
-uniform float bloomOn;
 uniform float bloomStrength;
 out vec4 finalColor;
 
@@ -17,14 +15,11 @@ float luma(vec3 c) { return dot(c, vec3(0.299, 0.587, 0.114)); }
 
 vec3 fxaa(vec2 uv)
 {
-    // the neighbourhood at whole-pixel offsets: unfiltered fetches (cheaper on software GL)
-    ivec2 ip = ivec2(gl_FragCoord.xy);
-    ivec2 hi = textureSize(colorMap, 0) - 1;
-    vec3 rgbM = texelFetch(colorMap, ip, 0).rgb;
-    float lNW = luma(texelFetch(colorMap, clamp(ip + ivec2(-1, -1), ivec2(0), hi), 0).rgb);
-    float lNE = luma(texelFetch(colorMap, clamp(ip + ivec2( 1, -1), ivec2(0), hi), 0).rgb);
-    float lSW = luma(texelFetch(colorMap, clamp(ip + ivec2(-1,  1), ivec2(0), hi), 0).rgb);
-    float lSE = luma(texelFetch(colorMap, clamp(ip + ivec2( 1,  1), ivec2(0), hi), 0).rgb);
+    vec3 rgbM = texture(colorMap, uv).rgb;
+    float lNW = luma(texture(colorMap, uv + vec2(-1.0, -1.0) * texel).rgb);
+    float lNE = luma(texture(colorMap, uv + vec2( 1.0, -1.0) * texel).rgb);
+    float lSW = luma(texture(colorMap, uv + vec2(-1.0,  1.0) * texel).rgb);
+    float lSE = luma(texture(colorMap, uv + vec2( 1.0,  1.0) * texel).rgb);
     float lM = luma(rgbM);
     float lMin = min(lM, min(min(lNW, lNE), min(lSW, lSE)));
     float lMax = max(lM, max(max(lNW, lNE), max(lSW, lSE)));
@@ -43,11 +38,16 @@ vec3 fxaa(vec2 uv)
 
 void main()
 {
-    vec3 c = fxaaOn > 0.5 ? fxaa(fragTexCoord) : texelFetch(colorMap, ivec2(gl_FragCoord.xy), 0).rgb;
-    if (aoOn > 0.5)
-    {
-        c *= texture(aoMap, fragTexCoord).r;
-    }
-    if (bloomOn > 0.5) c += texture(bloomMap, fragTexCoord).rgb * bloomStrength;
+#ifdef FXAA
+    vec3 c = fxaa(fragTexCoord);
+#else
+    vec3 c = texture(colorMap, fragTexCoord).rgb;
+#endif
+#ifdef AO
+    c *= texture(aoMap, fragTexCoord).r;
+#endif
+#ifdef BLOOM
+    c += texture(bloomMap, fragTexCoord).rgb * bloomStrength;
+#endif
     finalColor = vec4(c, 1.0);
 }

@@ -1,23 +1,27 @@
 #version 330
 // Screen-space ambient occlusion from the depth buffer alone, rendered at reduced
-// resolution: view-space position from depth, normal from the neighbour on the flatter
-// side in x and in y (no smearing across silhouettes),
-// `samples` hemisphere samples (up to 16) rotated per pixel by interleaved gradient noise.
+// resolution. View-space positions come from depth with the projection's diagonal terms
+// only (symmetric perspective), the normal from the neighbour on the flatter side in x and
+// y (no smearing across silhouettes), and `samples` hemisphere samples (up to 16) are
+// rotated per pixel by interleaved gradient noise. Fades out with distance.
 in vec2 fragTexCoord;
 uniform sampler2D depthMap;
-uniform mat4 projection;
-uniform mat4 invProjection;
+uniform vec4 proj;           // (P00, P11, P22, P23) of the camera projection
 uniform float radius;
 uniform float strength;
 uniform int samples;
 uniform vec2 texel;          // 1 / depth-map size
 out vec4 finalColor;
 
+float viewZ(vec2 uv)
+{
+    return -proj.w / (texture(depthMap, uv).r * 2.0 - 1.0 + proj.z);
+}
+
 vec3 viewPos(vec2 uv)
 {
-    float d = texture(depthMap, uv).r;
-    vec4 p = invProjection * vec4(uv * 2.0 - 1.0, d * 2.0 - 1.0, 1.0);
-    return p.xyz / p.w;
+    float z = viewZ(uv);
+    return vec3((uv * 2.0 - 1.0) * -z / proj.xy, z);
 }
 
 const vec3 KERNEL[16] = vec3[](
@@ -30,10 +34,10 @@ void main()
 {
     float d = texture(depthMap, fragTexCoord).r;
     if (d >= 1.0) { finalColor = vec4(1.0); return; }
-    vec4 q = invProjection * vec4(fragTexCoord * 2.0 - 1.0, d * 2.0 - 1.0, 1.0);
-    vec3 p = q.xyz / q.w;
-    float fade = 1.0 - smoothstep(10.0, 20.0, -p.z);   // far away: sub-pixel radius, skip
+    float z = -proj.w / (d * 2.0 - 1.0 + proj.z);
+    float fade = 1.0 - smoothstep(10.0, 20.0, -z);   // far away: sub-pixel radius, skip
     if (fade <= 0.0) { finalColor = vec4(1.0); return; }
+    vec3 p = vec3((fragTexCoord * 2.0 - 1.0) * -z / proj.xy, z);
     vec3 px = viewPos(fragTexCoord + vec2(texel.x, 0.0)) - p;
     vec3 nx = p - viewPos(fragTexCoord - vec2(texel.x, 0.0));
     vec3 py = viewPos(fragTexCoord + vec2(0.0, texel.y)) - p;
@@ -47,8 +51,8 @@ void main()
     for (int i = 0; i < samples; i++)
     {
         vec3 s = p + tbn * KERNEL[i] * radius;
-        vec4 c = projection * vec4(s, 1.0);
-        float sz = viewPos(c.xy / c.w * 0.5 + 0.5).z;
+        vec2 uv = s.xy * proj.xy / -s.z * 0.5 + 0.5;
+        float sz = viewZ(uv);
         float range = smoothstep(0.0, 1.0, radius / max(abs(p.z - sz), 1e-4));
         occ += (sz >= s.z + 0.02 ? 1.0 : 0.0) * range;
     }
