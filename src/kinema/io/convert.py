@@ -212,24 +212,31 @@ def convert_all(jobs: Sequence[Job], *, jobs_n: int | None = None, fps: float | 
     n = max(1, jobs_n or os.cpu_count() or 1)
     n = min(n, max(1, len(jobs)))
     results: list[Result] = []
-    bar = tqdm(total=len(jobs), unit="file", desc="convert", disable=not progress, dynamic_ncols=True)
-    try:
-        if n == 1:
+
+    def progress_bar():
+        return tqdm(total=len(jobs), unit="file", desc="convert", disable=not progress, dynamic_ncols=True)
+
+    if n == 1:
+        with progress_bar() as bar:
             for job in jobs:
                 results.append(convert_file(job, fps, scale, compress))
                 bar.update(1)
-        else:
-            with ProcessPoolExecutor(max_workers=n) as pool:
-                futures = {pool.submit(convert_file, job, fps, scale, compress): job for job in jobs}
-                for fut in as_completed(futures):
-                    job = futures[fut]
-                    try:
-                        results.append(fut.result())
-                    except BrokenProcessPool as exc:
-                        results.append(Result(str(job.source), error=f"worker process died: {exc}"))
-                    bar.update(1)
-    finally:
-        bar.close()
+    else:
+        with ProcessPoolExecutor(max_workers=n) as pool:
+            # submit (and so fork the workers) before tqdm starts its monitor thread
+            futures = {pool.submit(convert_file, job, fps, scale, compress): job for job in jobs}
+            try:
+                with progress_bar() as bar:
+                    for fut in as_completed(futures):
+                        job = futures[fut]
+                        try:
+                            results.append(fut.result())
+                        except BrokenProcessPool as exc:
+                            results.append(Result(str(job.source), error=f"worker process died: {exc}"))
+                        bar.update(1)
+            except KeyboardInterrupt:
+                pool.shutdown(wait=False, cancel_futures=True)   # Ctrl-C stops at once
+                raise
     order = {str(j.source): i for i, j in enumerate(jobs)}
     results.sort(key=lambda r: order.get(r.source, len(order)))
     return Summary(results, time.perf_counter() - t0)
