@@ -91,7 +91,7 @@ def test_renders_offscreen_through_the_real_renderer(tmp_path):
     for name, (x, y) in m["last_frame_pixels"].items():
         if 40 <= x < 470 and 40 <= y < 310:  # inside the frame, clear of the FPS overlay
             x, y = int(round(x)), int(round(y))
-            assert saturation[y - 1:y + 2, x - 1:x + 2].max() > 40, name
+            assert saturation[y - 2:y + 3, x - 2:x + 3].max() > 40, name  # 5x5: robust to a highlight
             checked += 1
     assert checked >= 3
     assert np.median(saturation) < 25  # and most of the image is not a body
