@@ -1,0 +1,48 @@
+"""``kinema db``: build and inspect motion-matching databases.
+
+    kinema db build PATHS... -o DB [--config lafan1|bandai|FILE] [--mirror]
+    kinema db info DB [--json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+HELP = "build or inspect a motion-matching database"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="db_command", metavar="{build,info}")
+    b = sub.add_parser("build", help="build a database from motion files or folders")
+    b.add_argument("paths", nargs="+", help="motion files or folders (searched recursively)")
+    b.add_argument("-o", "--output", required=True, help="database file to write (.npz)")
+    b.add_argument("--config", default="lafan1",
+                   help="skeleton config: preset 'lafan1' or 'bandai', or a JSON file (default lafan1)")
+    b.add_argument("--mirror", action="store_true", help="add the mirror image of every clip")
+    b.add_argument("--quiet", action="store_true", help="no progress bars")
+    i = sub.add_parser("info", help="print a database's fingerprint, size and clips")
+    i.add_argument("database", help="database file (.npz)")
+    i.add_argument("--json", action="store_true", help="print JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    from kinema.matching.database import Database, build_from_paths
+    if args.db_command == "build":
+        t0 = time.perf_counter()
+        db = build_from_paths(args.paths, args.config, mirror=args.mirror, progress=not args.quiet)
+        path = db.save(args.output)
+        print(f"wrote {path}: {db.rows} rows, {len(db.clip_names)} clips, pose width {db.pose_width}, "
+              f"fingerprint {db.fingerprint} ({time.perf_counter() - t0:.1f} s)")
+        return 0
+    if args.db_command == "info":
+        info = Database.load(args.database).info()
+        if args.json:
+            print(json.dumps(info, indent=2))
+        else:
+            for key in ("fingerprint", "rows", "pose_width", "feature_width", "frame_time", "mirror", "config"):
+                print(f"{key:14s} {info[key]}")
+            print(f"{'clips':14s} {info['num_clips']}: {', '.join(info['clips'])}")
+        return 0
+    print("kinema db: choose a command: build or info (see kinema db --help)")
+    return 2
