@@ -32,7 +32,7 @@ from kinema.features.trajectory import TimeSeries, quat_to_sixd, sample_indices,
 FORMAT_VERSION = 1
 GROUPS = ("root_positions", "root_directions", "root_velocities", "joint_positions", "joint_rotations",
           "joint_velocities", "contacts", "phases")
-# per-frame cache arrays: name -> (per-frame shape builder, dtype)
+# per-frame cache arrays, each a flat float32 file <name>.f32 of shape (frames, ...)
 _CACHES = ("positions", "sixd", "velocities", "root_positions", "root_directions", "root_velocities",
            "contacts", "phases")
 
@@ -375,8 +375,9 @@ class FeatureDataset:
 
         Root trajectory groups hold x, z per sample; joint groups hold (S, K, 3|6) per
         sample; contacts (S, K); phases (S, K, 2) as (sin, cos). ``mirror`` (bool or (B,)
-        bool) mirrors chosen samples in feature space (needs a dataset built with
-        ``mirror=True`` or a symmetric joint subset).
+        bool) mirrors chosen samples in feature space (exactly the features of the mirrored
+        clip; needs the skeleton's left/right map, stored at build time when the names
+        give one, and joint/contact subsets that contain each joint's twin).
         """
         frames = np.asarray(frames, np.int64).reshape(-1)
         if frames.size and (frames.min() < 0 or frames.max() >= self.num_frames):
