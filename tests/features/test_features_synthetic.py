@@ -157,6 +157,10 @@ def test_sixd_matches_scipy_matrix_columns():
     q = Rotation.random(50, random_state=1).as_quat(scalar_first=True)
     mat = Rotation.from_quat(q, scalar_first=True).as_matrix()
     np.testing.assert_allclose(T.quat_to_sixd(q), np.concatenate([mat[:, :, 0], mat[:, :, 1]], -1), atol=1e-12)
+    # the same layout as the maths layer's 6D (kinema.maths.sixd), which decodes it
+    from kinema.maths import quat, sixd
+    np.testing.assert_allclose(T.quat_to_sixd(q), quat.to_6d(q), atol=1e-12)
+    np.testing.assert_allclose(sixd.to_matrix(T.quat_to_sixd(q)), mat, atol=1e-12)
 
 
 @pytest.mark.parametrize("axis", [0, 2])
