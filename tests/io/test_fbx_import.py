@@ -143,8 +143,10 @@ def test_evaluated_transforms_carry_the_unit_and_axis_conversion(shared_data):
         anim = s.k(s.scene.anim)
         nodes = s.items(s.scene.nodes)
         for n in nodes[1:]:
-            t, q, sc = fbx._transform(ufbx.evaluate_transform(anim, n, 0.0))
-            np.testing.assert_allclose(sg.trs_matrix(t, q, sc), fbx._matrix(n.node_to_parent), atol=1e-9)
+            tr = ufbx.evaluate_transform(anim, n, 0.0)
+            q = tr.rotation
+            m = sg.trs_matrix(np.array(tr.translation), np.array([q.w, q.x, q.y, q.z]), np.array(tr.scale))
+            np.testing.assert_allclose(m, fbx._matrix(n.node_to_parent), atol=1e-9)
         return len(nodes)
     assert fbx._with_session(_path(shared_data, "geno/geno.fbx"), check) > 10
     rest = fbx.load(_path(shared_data, "geno/geno.fbx"))

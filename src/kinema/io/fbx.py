@@ -40,6 +40,9 @@ from kinema.io.character import Character, Mesh
 from kinema.io.skinning import pack_influences, transform_normals, transform_points
 from kinema.motion import Motion, Skeleton
 
+#: Longest animation accepted, in output frames.
+MAX_FRAMES = 1_000_000
+
 
 # --------------------------------------------------------------------------- ufbx session
 class _Session:
@@ -90,12 +93,6 @@ def _matrix(m) -> np.ndarray:
     out = np.eye(4)
     out[:3, 0], out[:3, 1], out[:3, 2], out[:3, 3] = m.c0, m.c1, m.c2, m.c3
     return out
-
-
-def _transform(t) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(translation (3,), rotation (4,) w,x,y,z, scale (3,)) from a ufbx Transform."""
-    q = t.rotation
-    return np.array(t.translation, float), np.array([q.w, q.x, q.y, q.z], float), np.array(t.scale, float)
 
 
 # --------------------------------------------------------------------------- snapshot
@@ -189,32 +186,40 @@ def _snapshot(s: _Session, meshes: bool, animation: int | None, fps: float | Non
                      joint_names, bind_world, animations, ranges, file_fps)
     if animation is not None:
         snap.anim_local[animation] = _sample_stack(s, wrappers, stacks[animation], fps or file_fps,
-                                                   ranges[animation], parents, joint_nodes)
+                                                   ranges[animation], parents, joint_nodes, rest_local)
     if meshes:
         snap.meshes = _mesh_data(s, local_index, textures)
     return snap
 
 
-def _sample_stack(s: _Session, wrappers, stack, fps: float, time_range, parents, joint_nodes):
-    """Local matrices (F, N, 4, 4) of the joints and their ancestors over a stack."""
+def _sample_stack(s: _Session, wrappers, stack, fps: float, time_range, parents, joint_nodes,
+                  rest_local: np.ndarray):
+    """Local matrices (F, N, 4, 4) of the joints and their ancestors over a stack
+    (``evaluate_transform`` for nodes the stack animates, ``rest_local`` for the others)."""
     ufbx = s.ufbx
     anim = s.k(stack.anim)
     begin, end = time_range
-    n = int(np.floor(max(0.0, end - begin) * fps + 1e-6)) + 1
+    frames = max(0.0, end - begin) * fps
+    if not frames < MAX_FRAMES:
+        raise FormatError(f"animation stack {stack.name!r} spans {end - begin:g} s: {frames:.3g} "
+                          f"frames at {fps:g} fps is more than {MAX_FRAMES}", s.path)
+    n = int(np.floor(frames + 1e-6)) + 1
     times = begin + np.arange(n) / fps
     needed = set(joint_nodes)
     for j in joint_nodes:
         needed.update(sg.ancestors(j, parents))
+    layers = s.items(stack.layers)
     local = np.zeros((n, len(wrappers), 4, 4))
-    local[:] = np.eye(4)
+    local[:] = rest_local
     for v in sorted(needed):
         node = wrappers[v]
-        t = np.zeros((n, 3))
-        q = np.zeros((n, 4))
-        sc = np.zeros((n, 3))
-        for f, time in enumerate(times):
-            t[f], q[f], sc[f] = _transform(ufbx.evaluate_transform(anim, node, float(time)))
-        local[:, v] = sg.trs_matrix(t, q, sc)
+        if not any(len(s.k(ufbx.find_anim_props(layer, node))) for layer in layers):
+            continue          # not animated by this stack: its rest local transform holds
+        values = [ufbx.evaluate_transform(anim, node, float(time)) for time in times]
+        t = np.array([x.translation for x in values], np.float64)
+        xyzw = np.array([x.rotation for x in values], np.float64)
+        sc = np.array([x.scale for x in values], np.float64)
+        local[:, v] = sg.trs_matrix(t, xyzw[:, [3, 0, 1, 2]], sc)
     return times, local
 
 
