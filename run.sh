@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-APT_PACKAGES=(xvfb xauth libgl1-mesa-dri libglx-mesa0 libosmesa6 libegl1)
+APT_PACKAGES=(xvfb xauth libgl1-mesa-dri libglx-mesa0 libosmesa6 libegl1 chromium chromium-driver)
 
 log() { printf '\033[1;34m[kinema]\033[0m %s\n' "$*" >&2; }
 
