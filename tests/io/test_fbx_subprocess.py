@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 from kinema.data import shared_root
@@ -91,3 +92,47 @@ def test_failed_imports_leave_no_wrappers_behind(shared_data, tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip() == "ok 5"
+
+
+MUTANTS = textwrap.dedent("""
+    import gc, sys
+    import numpy as np
+    from pathlib import Path
+    from kinema.errors import KinemaError
+    from kinema.io import fbx
+    outcomes = {"ok": 0, "error": 0}
+    for p in sorted(Path(sys.argv[1]).glob("*.fbx")):
+        for fn in (fbx.load, lambda q: fbx.load_character(q, textures=False)):
+            try:
+                out = fn(p)
+            except KinemaError as e:
+                assert str(p) in str(e), str(e)
+                outcomes["error"] += 1
+                continue
+            if hasattr(out, "num_frames"):
+                assert out.num_frames > 0 and out.num_joints > 0
+            else:
+                assert out.skeleton.num_joints > 0
+            outcomes["ok"] += 1
+        gc.collect()
+    print("ok", outcomes["ok"], outcomes["error"])
+""")
+
+
+def test_mutated_fbx_files_give_results_or_format_errors(shared_data, tmp_path):
+    """40 byte-mutated and truncated copies of a real FBX (fixed seed), all read in one
+    faulthandler process: each gives a result or a FormatError naming the file."""
+    src = (shared_data / "characters" / "geno" / "geno.fbx").read_bytes()
+    rng = np.random.default_rng(7)
+    for k in range(40):
+        data = bytearray(src)
+        for i in rng.integers(0, len(data), size=int(rng.integers(1, 20))):
+            data[i] = int(rng.integers(0, 256))
+        if k % 4 == 0:
+            data = data[: int(rng.integers(0, len(data)))]
+        (tmp_path / f"mutant{k:02d}.fbx").write_bytes(bytes(data))
+    proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", MUTANTS, str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ok, errors = map(int, proc.stdout.split()[1:])
+    assert ok + errors == 80 and errors > 0
