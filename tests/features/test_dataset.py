@@ -112,6 +112,10 @@ def test_normalisation_is_saved_and_round_trips(dataset, tmp_path):
         np.testing.assert_array_equal(loaded.std[k], norm.std[k])
     z = norm.normalise(train)
     assert abs(float(np.mean(z["joint_positions"]))) < 1e-3
+    # a strided subset (for very large datasets) gives nearly the same statistics
+    sub = dataset.compute_normalisation(max_frames=2000)
+    for k in norm.mean:
+        assert np.abs(sub.mean[k] - norm.mean[k]).max() <= 0.1 * norm.std[k].max() + 1e-6, k
 
 
 def test_reopen_and_torch_loader(dataset):

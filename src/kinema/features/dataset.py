@@ -441,13 +441,16 @@ class FeatureDataset:
             res[g] = v
         return res
 
-    def compute_normalisation(self, split: str = "train", batch_size: int = 65536,
-                              progress: bool = False) -> Normalisation:
+    def compute_normalisation(self, split: str = "train", batch_size: int = 65536, progress: bool = False,
+                              max_frames: int | None = 1_000_000) -> Normalisation:
         """Per-dimension mean and std of every group over the frames of ``split``
-        (all frames when the split is empty); std is floored at 1e-6."""
+        (all frames when the split is empty); std is floored at 1e-6. Above ``max_frames``
+        frames an evenly strided subset of about that many frames is used (None: all)."""
         frames = self.frames(split)
         if frames.size == 0:
             frames = self.frames()
+        if max_frames is not None and frames.size > max_frames:
+            frames = frames[::int(math.ceil(frames.size / max_frames))]
         sums: dict[str, np.ndarray] = {}
         sq: dict[str, np.ndarray] = {}
         from tqdm import tqdm
