@@ -68,6 +68,9 @@ def test_fox_has_its_three_animations(shared_data):
     # different clips really differ, and index selection matches names
     assert not np.allclose(motions[1].rotations[:5], motions[2].rotations[:5])
     np.testing.assert_array_equal(kinema.load(path, animation=2).rotations, motions[2].rotations)
+    every = gltf.load_all(path)
+    assert [m.name for m in every] == ["Survey", "Walk", "Run"]
+    np.testing.assert_array_equal(every[1].positions, motions[1].positions)
 
 
 def test_robot_expressive_every_animation_loads_and_moves(shared_data):
