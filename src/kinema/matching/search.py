@@ -250,6 +250,18 @@ def _boxes(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.stack([centre, half32], axis=1))
 
 
+def _segment_min_max(x: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-column min and max (S, D) of consecutive row segments of ``size`` (last partial)."""
+    full = len(x) // size
+    body = x[:full * size].reshape(full, size, x.shape[1])
+    lo, hi = body.min(axis=1), body.max(axis=1)
+    if full * size < len(x):
+        tail = x[full * size:]
+        lo = np.concatenate([lo, tail.min(axis=0, keepdims=True)])
+        hi = np.concatenate([hi, tail.max(axis=0, keepdims=True)])
+    return lo, hi
+
+
 def _lower_bounds(boxes: np.ndarray, qr: np.ndarray) -> np.ndarray:
     """Squared distance from points qr (..., D) to boxes (..., 2, D) [centre, half-width]."""
     gap = boxes[..., 0, :] - qr
@@ -297,12 +309,13 @@ class SearchIndex:
         f64 = f.astype(np.float64)
         self.mean = f64.mean(axis=0)
         self.basis = np.eye(self.dims)
-        if rotate and self.num_rows > 1:
-            _, _, vt = np.linalg.svd(f64 - self.mean, full_matrices=False)
-            if vt.shape[0] == self.dims:
-                self.basis = vt.T
-        y = (f64 - self.mean) @ self.basis
+        centred = f64 - self.mean
         del f64
+        if rotate and self.num_rows > 1:
+            _, vecs = np.linalg.eigh(centred.T @ centred)  # principal axes
+            self.basis = vecs[:, ::-1].copy()
+        y = centred @ self.basis
+        del centred
 
         num_leaves = -(-self.num_rows // leaf_size)
         depth = max(0, int(np.ceil(np.log2(num_leaves))))
@@ -323,8 +336,7 @@ class SearchIndex:
         n_full = 1 << depth  # complete tree: missing leaves are empty boxes
         lo = np.full((n_full, self.dims), np.inf)
         hi = np.full((n_full, self.dims), -np.inf)
-        lo[:num_leaves] = np.minimum.reduceat(yp, starts, axis=0)
-        hi[:num_leaves] = np.maximum.reduceat(yp, starts, axis=0)
+        lo[:num_leaves], hi[:num_leaves] = _segment_min_max(yp, leaf_size)
         del yp
         self.leaf_row_min = np.minimum.reduceat(perm, starts)
         self.leaf_row_max = np.maximum.reduceat(perm, starts)
@@ -362,20 +374,25 @@ class SearchIndex:
         """
         n = len(y)
         order = np.arange(n)
+        yo = y.astype(np.float32)  # the split choice needs no more precision
         for d in range(depth):
             nodes = 1 << d
             span = (1 << (depth - d)) * self.leaf_size
             bounds = np.minimum(np.arange(nodes + 1) * span, n)
             counts = np.diff(bounds)
-            yo = y[order]
-            node_of = np.repeat(np.arange(nodes), counts)
-            axis = np.zeros(nodes, np.int64)
             used = counts > 0
             s = bounds[:-1][used]
-            spread = np.maximum.reduceat(yo, s, axis=0) - np.minimum.reduceat(yo, s, axis=0)
-            axis[used] = np.argmax(spread, axis=1)
-            key = yo[np.arange(n), axis[node_of]]
-            order = order[np.lexsort((key, node_of))]
+            lo, hi = _segment_min_max(yo, span)
+            axis = np.argmax(hi - lo, axis=1)
+            node_of = np.repeat(np.arange(len(s)), counts[used])
+            a = axis[node_of]
+            lo_a = lo[np.arange(len(s)), axis].astype(np.float64)
+            width = (hi[np.arange(len(s)), axis].astype(np.float64) - lo_a) * (1 + 1e-6) + 1e-30
+            # one global sort: node id + position within the node's range on its axis
+            key = node_of + (yo[np.arange(n), a] - lo_a[node_of]) / width[node_of]
+            step = np.argsort(key)
+            order = order[step]
+            yo = yo[step]
         return order
 
     def _rotate(self, q: np.ndarray) -> np.ndarray:
