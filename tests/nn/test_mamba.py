@@ -115,3 +115,15 @@ def test_float32_scans_agree_loosely():
 def test_unknown_scan_rejected():
     with pytest.raises(ValueError, match="unknown scan"):
         Mamba(3, 3, d_model=16, n_layers=1, scan="blelloch")
+
+
+def test_inference_step_without_grad_matches():
+    """The no-grad step (in-place state update) computes the same recurrence."""
+    m = _small()
+    x = torch.randn(2, 9, 7, dtype=torch.float64)
+    with torch.no_grad():
+        y_ng = m.rollout_steps(x)
+        s = m.initial_state(2)
+        y0, s1 = m.step(s, x[:, 0])
+    assert (y_ng - m(x).detach()).abs().max() < 1e-10
+    assert torch.all(s.h[0] == 0)  # the caller's state is not modified in place

@@ -172,9 +172,12 @@ class MambaMixer(nn.Module):
         win = torch.cat([conv, xi.unsqueeze(-1)], dim=2)  # (B, Di, K)
         xc = F.silu((win * self.conv1d.weight[:, 0]).sum(-1) + self.conv1d.bias)
         dt, b, c = self._ssm_inputs(xc)
-        A = -torch.exp(self.A_log)
-        h = torch.exp(dt.unsqueeze(-1) * A) * h + (dt * xc).unsqueeze(-1) * b.unsqueeze(1)
-        y = torch.einsum("bdn,bn->bd", h, c) + self.D * xc
+        dA = dt.unsqueeze(-1) * -torch.exp(self.A_log)  # (B, Di, N), before exp
+        if torch.is_grad_enabled():
+            h = torch.addcmul((dt * xc).unsqueeze(-1) * b.unsqueeze(1), dA.exp(), h)
+        else:  # inference: reuse dA's buffer (fewer passes over the (B, Di, N) state)
+            h = dA.exp_().mul_(h).addcmul_((dt * xc).unsqueeze(-1), b.unsqueeze(1))
+        y = torch.bmm(h, c.unsqueeze(-1)).squeeze(-1) + self.D * xc
         return self.out_proj(y * F.silu(z)), win[:, :, 1:], h
 
 
@@ -227,7 +230,7 @@ class Mamba(nn.Module):
 
     def initial_state(self, batch: int = 1) -> MambaState:
         """Zero state for ``batch`` sequences (dtype/device of the parameters)."""
-        p = self.in_head.weight
+        p = self.norm_f.weight  # never quantised
         hp = self.hparams
         conv = [p.new_zeros(batch, hp["d_inner"], hp["d_conv"] - 1) for _ in self.layers]
         h = [p.new_zeros(batch, hp["d_inner"], hp["d_state"]) for _ in self.layers]
