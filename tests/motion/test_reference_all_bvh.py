@@ -63,7 +63,7 @@ def test_every_bvh_imports_and_round_trips(shared_data, family, tmp_path):
         _check_bone_lengths(m, f)
 
         # BVH export -> import: same motion within 1e-5
-        back = bvh.to_motion(parse(bvh.to_text(m).encode(), f"{f} (exported)"), scale=bvh.DEFAULT_SCALE)
+        back = bvh.to_motion(parse(bvh.to_text(m).encode(), f"{f} (exported)"), scale=m.metadata["bvh"]["scale"])
         assert back.joint_names == m.joint_names and np.array_equal(back.parents, m.parents), f
         assert np.abs(back.positions - m.positions).max() < 1e-5, f
         assert quat.angle(back.rotations.astype(np.float64), m.rotations.astype(np.float64)).max() < 1e-5, f

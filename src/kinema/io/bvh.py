@@ -1,8 +1,8 @@
 """BVH import and export.
 
 ``load(path)`` reads any channel order per joint, 0 to 6 channels on any joint, and End
-Sites; it returns a :class:`kinema.motion.Motion` in metres (``scale``, default 0.01 for
-files in centimetres) with local rotations from the intrinsic Euler angles in each joint's
+Sites; it returns a :class:`kinema.motion.Motion` in metres (``scale``: by default
+"auto", 0.01 for files in centimetres and 1.0 for files already in metres) with local rotations from the intrinsic Euler angles in each joint's
 channel order (``Zrotation Xrotation Yrotation`` is order "zxy": ``R = Rz Rx Ry``).
 Position channels replace the joint's OFFSET; joints without them keep the OFFSET.
 
@@ -28,19 +28,24 @@ from kinema.maths import quat
 from kinema.motion import Motion, Skeleton
 
 DEFAULT_SCALE = 0.01
+# A skeleton whose longest root-to-leaf chain of OFFSETs is shorter than this many file
+# units is taken to be in metres already (no character is 3 cm long; a human in metres is
+# about 1 unit, in centimetres about 100).
+METRES_IF_CHAIN_BELOW = 3.0
 DEFAULT_ROOT_CHANNELS = ["Xposition", "Yposition", "Zposition", "Zrotation", "Yrotation", "Xrotation"]
 DEFAULT_CHANNELS = ["Zrotation", "Yrotation", "Xrotation"]
 _AXIS = {"X": 0, "Y": 1, "Z": 2}
 
 
-def load(path: str | Path, *, scale: float = DEFAULT_SCALE, end_sites: bool = False,
+def load(path: str | Path, *, scale: float | str = "auto", end_sites: bool = False,
          name: str | None = None) -> Motion:
     """Read a BVH file.
 
     Args:
         path: the .bvh file.
         scale: multiplies OFFSETs and position channels (file units -> metres); 0.01
-            for centimetres (the default), 1.0 for files already in metres.
+            for centimetres, 1.0 for files already in metres; "auto" (the default) picks
+            0.01 unless the skeleton is clearly in metres (see :func:`guess_scale`).
         end_sites: keep End Sites as joints named ``<Parent>Site`` (default: drop them).
         name: motion name (default: the file stem).
     Returns:
@@ -81,9 +86,23 @@ def rotation_order(channels: list[str]) -> tuple[str, list[int]]:
     return "".join(axes), idx
 
 
-def to_motion(data: BvhData, *, scale: float = DEFAULT_SCALE, end_sites: bool = False,
+def guess_scale(data: BvhData) -> float:
+    """Metres per file unit: 1.0 when the longest root-to-leaf chain of OFFSETs is shorter
+    than ``METRES_IF_CHAIN_BELOW`` file units (the file is in metres), else 0.01 (centimetres)."""
+    lengths = np.linalg.norm(data.offsets, axis=-1)
+    chain = np.zeros(len(data.names))
+    for j, p in enumerate(data.parents):
+        chain[j] = lengths[j] + (chain[p] if p >= 0 else 0.0)
+    return 1.0 if chain.max(initial=0.0) < METRES_IF_CHAIN_BELOW else DEFAULT_SCALE
+
+
+def to_motion(data: BvhData, *, scale: float | str = "auto", end_sites: bool = False,
               name: str = "") -> Motion:
     """Convert parsed BVH arrays to a Motion (see :func:`load`)."""
+    if isinstance(scale, str):
+        if scale != "auto":
+            raise ValueError(f"scale must be a positive number or 'auto', got {scale!r}")
+        scale = guess_scale(data)
     if not (np.isfinite(scale) and scale > 0):
         raise ValueError(f"scale must be a positive number, got {scale!r}")
     values = data.values
