@@ -8,7 +8,6 @@ convention (``clip = P @ V @ world``); uploading handles the transposition.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 from importlib import resources
 
@@ -49,20 +48,37 @@ class RenderError(KinemaError, RuntimeError):
     """The GPU pipeline could not be set up (shader compile, framebuffer, no context)."""
 
 
-@functools.lru_cache(maxsize=1)
-def libgl() -> ctypes.CDLL:
-    """The process' libGL (already loaded by raylib's GLFW)."""
-    name = ctypes.util.find_library("GL") or "libGL.so.1"
-    lib = ctypes.CDLL(name)
-    lib.glGetError.restype = ctypes.c_uint
-    lib.glGetString.restype = ctypes.c_char_p
-    lib.glGetString.argtypes = [ctypes.c_uint]
-    lib.glReadPixels.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                                 ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]
-    lib.glPixelStorei.argtypes = [ctypes.c_uint, ctypes.c_int]
-    lib.glBindTexture.argtypes = [ctypes.c_uint, ctypes.c_uint]
-    lib.glTexParameteri.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_int]
-    return lib
+class _GL:
+    """The few GL entry points pyray lacks, resolved for the current context through
+    ``glfwGetProcAddress`` (GLX on X11, OSMesa on GLFW's null platform)."""
+
+    _SIGNATURES = {
+        "glGetError": (ctypes.c_uint, []),
+        "glGetString": (ctypes.c_char_p, [ctypes.c_uint]),
+        "glReadPixels": (None, [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]),
+        "glPixelStorei": (None, [ctypes.c_uint, ctypes.c_int]),
+        "glBindTexture": (None, [ctypes.c_uint, ctypes.c_uint]),
+        "glTexParameteri": (None, [ctypes.c_uint, ctypes.c_uint, ctypes.c_int]),
+        "glFinish": (None, []),
+    }
+
+    def __init__(self) -> None:
+        for name, (restype, argtypes) in self._SIGNATURES.items():
+            addr = int(rl.ffi.cast("uintptr_t", rl.glfw_get_proc_address(name)))
+            if addr == 0:
+                raise RenderError(f"OpenGL function {name} not available in this context")
+            setattr(self, name, ctypes.CFUNCTYPE(restype, *argtypes)(addr))
+
+
+@functools.lru_cache(maxsize=4)
+def _gl_for_platform(platform: int) -> _GL:
+    return _GL()
+
+
+def libgl() -> _GL:
+    """GL functions of the current context (needs an open renderer)."""
+    return _gl_for_platform(int(rl.glfw_get_platform()))
 
 
 def enable_depth_compare(texture_id: int) -> None:

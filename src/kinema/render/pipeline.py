@@ -369,7 +369,9 @@ class Pipeline:
             s.set_float("radius", e.ssao_radius)
             s.set_float("strength", e.ssao_strength)
             s.set_int("samples", int(np.clip(e.ssao_samples, 1, 16)))
-            s.set_float("texel", 1.0 / w, 1.0 / h)
+            # neighbours one AO pixel away: at reduced resolution a full-resolution step
+            # can land on the centre texel again and break the normal
+            s.set_float("texel", 1.0 / self.ao.width, 1.0 / self.ao.height)
             self._fullscreen(s, self.ao, {"depthMap": self.scene.depth})
             s = self.shader("fullscreen.vs", "blur4.fs")
             s.use()

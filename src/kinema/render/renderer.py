@@ -56,7 +56,8 @@ _PAD_BUTTONS = {"a": rl.GAMEPAD_BUTTON_RIGHT_FACE_DOWN, "b": rl.GAMEPAD_BUTTON_R
 
 
 def display_available() -> bool:
-    """True when an X11/Wayland display is set (the renderer needs one, real or Xvfb)."""
+    """True when an X11/Wayland display is set (needed for a window; headless rendering
+    without one goes through OSMesa)."""
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
@@ -111,16 +112,25 @@ class Renderer:
 
     # ------------------------------------------------------------------ lifecycle
     def open(self, width: int = 1280, height: int = 720, title: str = "kinema", headless: bool = False) -> None:
-        """Open a window (``headless=False``) or an offscreen target of ``width`` x ``height``."""
+        """Open a window (``headless=False``) or an offscreen target of ``width`` x ``height``.
+
+        Headless uses a hidden window's context when a display is set (a real one or Xvfb),
+        and otherwise GLFW's null platform with an OSMesa context (Debian ``libosmesa6``),
+        so it renders without any X server.
+        """
         if self._open:
             raise gl.RenderError("renderer is already open; close it first")
-        if not display_available():
-            raise gl.RenderError("no display: set DISPLAY (run under xvfb-run) to render")
+        use_null = headless and not display_available()
+        if not headless and not display_available():
+            raise gl.RenderError("no display for a window: set DISPLAY (or run under xvfb-run), "
+                                 "or open the renderer headless")
         rl.set_trace_log_level(rl.LOG_WARNING)
+        rl.glfw_init_hint(rl.GLFW_PLATFORM, rl.GLFW_PLATFORM_NULL if use_null else rl.GLFW_ANY_PLATFORM)
         rl.set_config_flags(rl.FLAG_WINDOW_HIDDEN if headless else rl.FLAG_WINDOW_RESIZABLE)
         rl.init_window(int(width), int(height), str(title))
         if not rl.is_window_ready():
-            raise gl.RenderError("raylib could not open a window / GL context")
+            hint = " (no display: install libosmesa6 for OSMesa, or run under xvfb-run)" if use_null else ""
+            raise gl.RenderError(f"raylib could not open a window / OpenGL 3.3 context{hint}")
         rl.set_exit_key(rl.KEY_NULL)
         rl.set_target_fps(0 if headless else self.target_fps)
         self.headless = bool(headless)

@@ -3,7 +3,8 @@
 // resolution. View-space positions come from depth with the projection's diagonal terms
 // only (symmetric perspective), the normal from the neighbour on the flatter side in x and
 // y (no smearing across silhouettes), and `samples` hemisphere samples (up to 16) are
-// rotated per pixel by interleaved gradient noise. Fades out with distance.
+// rotated per pixel by a 4x4 Bayer pattern of 16 angles, which the following 4x4 box blur
+// averages out exactly. Fades out with distance.
 in vec2 fragTexCoord;
 uniform sampler2D depthMap;
 uniform vec4 proj;           // (P00, P11, P22, P23) of the camera projection
@@ -43,7 +44,10 @@ void main()
     vec3 py = viewPos(fragTexCoord + vec2(0.0, texel.y)) - p;
     vec3 ny = p - viewPos(fragTexCoord - vec2(0.0, texel.y));
     vec3 n = normalize(cross(abs(px.z) < abs(nx.z) ? px : nx, abs(py.z) < abs(ny.z) ? py : ny));
-    float a = 6.2831853 * fract(52.9829189 * fract(dot(gl_FragCoord.xy, vec2(0.06711056, 0.00583715))));
+    ivec2 q = ivec2(gl_FragCoord.xy) & 3;
+    const float BAYER[16] = float[](0.0, 8.0, 2.0, 10.0, 12.0, 4.0, 14.0, 6.0,
+                                    3.0, 11.0, 1.0, 9.0, 15.0, 7.0, 13.0, 5.0);
+    float a = 6.2831853 * (BAYER[q.y * 4 + q.x] + 0.5) / 16.0;
     vec3 rnd = vec3(cos(a), sin(a), 0.0);
     vec3 t = normalize(rnd - n * dot(rnd, n));
     mat3 tbn = mat3(t, cross(n, t), n);
