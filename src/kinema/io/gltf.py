@@ -28,6 +28,7 @@ from kinema.io import gltf_document as gd
 from kinema.io import scene_graph as sg
 from kinema.io.character import Character, Mesh
 from kinema.io.skinning import pack_influences, transform_normals, transform_points
+from kinema.maths import quat
 from kinema.motion import Motion, Skeleton
 
 _TRS_PATHS = ("translation", "rotation", "scale")
@@ -161,20 +162,6 @@ def _pick_animation(doc: gd.Document, animation) -> int | None:
     raise doc.error(f"no animation {animation!r}; the file has {names}")
 
 
-def _slerp(a: np.ndarray, b: np.ndarray, u: np.ndarray) -> np.ndarray:
-    d = np.sum(a * b, -1, keepdims=True)
-    b = np.where(d < 0, -b, b)
-    d = np.abs(d)
-    theta = np.arccos(np.clip(d, -1.0, 1.0))
-    s = np.sin(theta)
-    small = s < 1e-8
-    u = u[..., None]
-    wa = np.where(small, 1 - u, np.sin((1 - u) * theta) / np.where(small, 1, s))
-    wb = np.where(small, u, np.sin(u * theta) / np.where(small, 1, s))
-    q = wa * a + wb * b
-    return q / np.linalg.norm(q, axis=-1, keepdims=True)
-
-
 def sample_channel(times: np.ndarray, values: np.ndarray, interpolation: str, t: np.ndarray,
                    rotation: bool) -> np.ndarray:
     """Evaluate one glTF sampler at times ``t``.
@@ -210,7 +197,7 @@ def sample_channel(times: np.ndarray, values: np.ndarray, interpolation: str, t:
         h11 = (u3 - u2)[:, None]
         out = h00 * val[i] + h10 * dt[:, None] * tout[i] + h01 * val[i + 1] + h11 * dt[:, None] * tin[i + 1]
     elif rotation:
-        out = _slerp(val[i], val[i + 1], u)
+        out = quat.normalize(quat.slerp(val[i], val[i + 1], u))
     else:
         out = val[i] + u[:, None] * (val[i + 1] - val[i])
     if rotation:

@@ -20,42 +20,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.spatial.transform import Rotation
 
+from kinema.maths import quat
 from kinema.motion import kinematics
 
 #: Frame rates the apparent source rate is snapped to when within 5 %.
 COMMON_RATES = (12.0, 15.0, 24.0, 25.0, 30.0, 48.0, 50.0, 60.0, 100.0, 120.0)
 
 
-def quat_to_matrix(q: np.ndarray) -> np.ndarray:
-    """(..., 3, 3) rotation matrices of unit quaternions (..., 4) in (w, x, y, z)."""
-    q = np.asarray(q, np.float64)
-    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
-    return np.stack([
-        np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-        np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
-        np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
-    ], -2)
-
-
-def matrix_to_quat(m: np.ndarray) -> np.ndarray:
-    """(..., 4) unit quaternions (w, x, y, z, w >= 0) of rotation matrices (..., 3, 3)."""
-    m = np.asarray(m, np.float64)
-    flat = m.reshape(-1, 3, 3)
-    if flat.shape[0] == 0:
-        return np.zeros(m.shape[:-2] + (4,))
-    xyzw = Rotation.from_matrix(flat).as_quat()
-    q = np.concatenate([xyzw[:, 3:], xyzw[:, :3]], axis=-1)
-    q *= np.where(q[:, :1] < 0, -1.0, 1.0)
-    return q.reshape(m.shape[:-2] + (4,))
-
-
 def trs_matrix(translation: np.ndarray, rotation: np.ndarray, scale: np.ndarray) -> np.ndarray:
     """(..., 4, 4) matrices ``T @ R @ S`` from translations (..., 3), unit quaternions
     (..., 4) in (w, x, y, z) and scales (..., 3)."""
     t = np.asarray(translation, np.float64)
-    r = quat_to_matrix(rotation)
+    r = quat.to_matrix(np.asarray(rotation, np.float64))
     s = np.asarray(scale, np.float64)
     shape = np.broadcast_shapes(t.shape[:-1], r.shape[:-2], s.shape[:-1])
     m = np.zeros(shape + (4, 4))
@@ -76,7 +53,7 @@ def rigid_from_matrices(m: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarr
     lin = m[..., :3, :3]
     scale = np.linalg.norm(lin, axis=-2)
     rot = lin / np.maximum(scale, 1e-12)[..., None, :]
-    return matrix_to_quat(rot), m[..., :3, 3].copy(), scale
+    return quat.abs(quat.normalize(quat.from_matrix(rot))), m[..., :3, 3].copy(), scale
 
 
 def rigid_matrices(rotations: np.ndarray, positions: np.ndarray) -> np.ndarray:
