@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import sys
 
 from kinema.errors import KinemaError
@@ -53,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     except (KinemaError, FileNotFoundError) as exc:
         print(f"kinema {args.command}: error: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # the reader went away (e.g. `kinema info x --json | head`): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":
