@@ -1,0 +1,134 @@
+"""kinema.nn benchmarks (CPU, eager PyTorch, at most 2 threads).
+
+1. Mamba ``step`` latency for the published configuration (4 layers, d_model 256,
+   d_state 16, 163 -> 153) at batch 1 and 256, against re-running the scan over a 16-frame
+   window for every new frame (what a model without an O(1) recurrence would have to do).
+2. Training throughput in frames per second (forward + backward + AdamW) with the
+   sequential scan and the parallel scan, against training through the per-step recurrence.
+3. Dynamic int8 quantisation against float32: latency and relative output error on real
+   LaFAN1 poses (bundled sample when the shared data is absent).
+
+Run: ``.venv/bin/python benchmarks/run.py nn`` or ``python benchmarks/bench_nn.py [--quick]``.
+"""
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import torch
+
+from common import print_table, timeit
+
+import kinema
+from kinema.data import sample_path, shared_path
+from kinema.nn.mamba import Mamba
+from kinema.nn.models import MLP
+from kinema.nn.quantize import quantize_dynamic
+
+WINDOW = 16  # frames re-scanned per new frame by the peer
+CONFIG = dict(d_model=256, n_layers=4, d_state=16, d_conv=4, d_inner=512, dt_rank=16)
+
+
+def _poses(n: int) -> torch.Tensor:
+    """(n, 163) real inputs: LaFAN1 local quaternions, hips height, padded by repetition."""
+    path = shared_path("lafan1", "walk4_subject1.bvh") or sample_path("cmu", "02_01.bvh")
+    m = kinema.load(path)
+    pose = np.concatenate([m.rotations.reshape(m.num_frames, -1), m.positions[:, 0]], -1)
+    reps = int(np.ceil(163 / pose.shape[1]))
+    pose = np.tile(pose, (1, reps))[:, :163]
+    return torch.tensor(pose[:n], dtype=torch.float32)
+
+
+def _step_fn(model: torch.nn.Module, batch: int, x: torch.Tensor):
+    state = {"s": model.initial_state(batch)}
+
+    def run():
+        _, state["s"] = model.step(state["s"], x)
+    return run
+
+
+def bench_step(repeat: int) -> None:
+    torch.manual_seed(0)
+    model = Mamba(163, 153, **CONFIG).eval()
+    rows = []
+    with torch.inference_mode():
+        for batch, target_ms in ((1, 1.0), (256, 10.0)):
+            x = torch.randn(batch, 163)
+            window = torch.randn(batch, WINDOW, 163)
+            t_step = timeit(_step_fn(model, batch, x), repeat=repeat, warmup=3, min_time=0.2)
+            t_win = timeit(lambda: model(window), repeat=max(3, repeat // 2), warmup=1)
+            rows.append([batch, t_step * 1e3, target_ms, "yes" if t_step * 1e3 <= target_ms else "NO",
+                         t_win * 1e3, t_win / t_step])
+    print_table("Mamba step latency per frame (ms), published config, eager fp32",
+                ["batch", "step ms", "target ms", "met", f"rescan {WINDOW} frames ms", "speed-up x"], rows)
+
+
+def bench_training(repeat: int, batch: int, length: int) -> None:
+    torch.manual_seed(0)
+    model = Mamba(163, 153, **CONFIG)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randn(batch, length, 163)
+    y = torch.randn(batch, length, 153)
+
+    def train(run):
+        def fn():
+            loss = torch.nn.functional.mse_loss(run(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return fn
+
+    runs = {"sequential scan": lambda v: model(v, scan="sequential"),
+            "parallel scan": lambda v: model(v, scan="parallel"),
+            "per-step recurrence": model.rollout_steps}
+    times = {name: timeit(train(fn), repeat=repeat, warmup=1) for name, fn in runs.items()}
+    frames = batch * length
+    base = times["per-step recurrence"]
+    rows = [[name, t * 1e3, frames / t, base / t] for name, t in times.items()]
+    print_table(f"Mamba training throughput, published config, batch {batch} x {length} frames",
+                ["method", "ms / step", "frames / s", "x vs per-step"], rows)
+
+
+def bench_quantized(repeat: int) -> None:
+    torch.manual_seed(0)
+    poses = _poses(256)
+    rows = []
+    mlp = MLP(163, 153, hidden=(512, 512)).eval()
+    mlp.input_norm.fit(poses)
+    mamba = Mamba(163, 153, **CONFIG).eval()
+    mamba.input_norm.fit(poses)
+    with torch.inference_mode():
+        for name, model in (("MLP 163-512-512-153", mlp), ("Mamba step", mamba)):
+            q = quantize_dynamic(model)
+            for batch in (1, 256):
+                x = poses[:batch]
+                if name == "Mamba step":
+                    ff, fq = _step_fn(model, batch, x), _step_fn(q, batch, x)
+                    yf = model.step(model.initial_state(batch), x)[0]
+                    yq = q.step(q.initial_state(batch), x)[0]
+                else:
+                    ff, fq = (lambda m=model, v=x: m(v)), (lambda m=q, v=x: m(v))
+                    yf, yq = model(x), q(x)
+                tf = timeit(ff, repeat=repeat, warmup=3, min_time=0.2)
+                tq = timeit(fq, repeat=repeat, warmup=3, min_time=0.2)
+                err = float((yq - yf).norm() / yf.norm())
+                rows.append([name, batch, tf * 1e3, tq * 1e3, tf / tq, f"{err:.2e}"])
+    print_table("Dynamic int8 quantisation vs float32 (ms per call)",
+                ["model", "batch", "float32 ms", "int8 ms", "x speed-up", "rel. error"], rows)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="kinema.nn benchmarks")
+    parser.add_argument("--quick", action="store_true", help="fewer repeats, smaller training batch")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (at most 2)")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(min(2, args.threads))
+    repeat = 3 if args.quick else 7
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    bench_step(repeat)
+    bench_training(max(2, repeat // 2), batch=4 if args.quick else 8, length=64)
+    bench_quantized(repeat)
+
+
+if __name__ == "__main__":
+    main()
