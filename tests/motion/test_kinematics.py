@@ -78,3 +78,17 @@ def test_unit_quaternions_stay_unit():
     grot, _ = forward(rot.astype(np.float32), pos.astype(np.float32), PARENTS)
     np.testing.assert_allclose(np.linalg.norm(grot, axis=-1), 1.0, atol=1e-5)
     assert grot.dtype == np.float32
+
+
+def test_blocked_forward_equals_unblocked(monkeypatch):
+    from kinema.motion import kinematics
+    rng = np.random.default_rng(6)
+    rot, pos = random_pose(rng, frames=50)
+    whole = forward(rot, pos, PARENTS)
+    monkeypatch.setattr(kinematics, "_BLOCK", 7)
+    blocked = forward(rot, pos, PARENTS)
+    np.testing.assert_array_equal(blocked[0], whole[0])
+    np.testing.assert_array_equal(blocked[1], whole[1])
+    # broadcast leading dims go through the blocked path too
+    b_rot, b_pos = forward(rot[None], pos[None].repeat(2, 0), PARENTS)
+    np.testing.assert_array_equal(b_pos[1], whole[1])
