@@ -1,0 +1,15 @@
+"""The browser viewer (``kinema serve``): clips and live demos shown in a web browser on
+localhost through ``viser`` (skinned characters, skeletons, trajectories, GUI controls).
+
+:mod:`.clip` prepares motions (NumPy only); :mod:`.viewer` serves them (imports viser).
+"""
+from kinema.serve.clip import ServedClip, bind_world, character_pose, dense_weights, load_character_file
+
+__all__ = ["MotionViewer", "ServedClip", "bind_world", "character_pose", "dense_weights", "load_character_file"]
+
+
+def __getattr__(name: str):
+    if name == "MotionViewer":  # viser is imported only when the viewer is used
+        from kinema.serve.viewer import MotionViewer
+        return MotionViewer
+    raise AttributeError(name)

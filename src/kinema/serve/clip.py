@@ -1,0 +1,169 @@
+"""Motions prepared for the browser: world poses per frame (plain and mirrored), the
+character's skinning data in the form a browser skins on its GPU, and a root trajectory.
+
+NumPy only (no raylib, no viser): the viewer in :mod:`kinema.serve.viewer` sends these.
+Conventions: metres, Y up, quaternions (w, x, y, z).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from kinema.errors import KinemaError
+from kinema.maths import quat
+from kinema.motion import kinematics
+
+MESH_SUFFIXES = {".glb", ".gltf", ".fbx"}
+
+
+def load_character_file(path: str | Path):
+    """A :class:`~kinema.io.character.Character` from a GLB/glTF/FBX file or a lafan1 ``character.bin``."""
+    path = Path(path)
+    if path.suffix.lower() == ".bin":
+        from kinema.io.character_bin import load_character
+        return load_character(path)
+    import kinema
+    return kinema.load_character(path)
+
+
+def bind_world(character) -> tuple[np.ndarray, np.ndarray]:
+    """World bind pose of every character joint, from its inverse bind matrices.
+
+    Returns:
+        (rotations (J, 4) w,x,y,z, positions (J, 3) metres) such that skinning a mesh with
+        these joint transforms leaves its bind-pose vertices where they are.
+    """
+    bind = np.linalg.inv(np.asarray(character.inverse_bind, np.float64))      # (J, 4, 4) joint -> world
+    rot = quat.from_matrix(_orthonormal(bind[:, :3, :3]))
+    return quat.normalize(rot), bind[:, :3, 3]
+
+
+def _orthonormal(m: np.ndarray) -> np.ndarray:
+    """Nearest rotation to each (…, 3, 3) matrix (drops scale/shear of a bind matrix)."""
+    u, _, vt = np.linalg.svd(m)
+    r = u @ vt
+    flip = np.linalg.det(r) < 0
+    u[flip, :, -1] *= -1
+    return u @ vt
+
+
+def dense_weights(joints: np.ndarray, weights: np.ndarray, num_joints: int) -> np.ndarray:
+    """(V, K) joint indices and weights -> (V, num_joints) float32 weight matrix."""
+    joints = np.asarray(joints, np.int64)
+    v = joints.shape[0]
+    out = np.zeros((v, num_joints), np.float32)
+    np.add.at(out, (np.repeat(np.arange(v), joints.shape[1]), joints.ravel()),
+              np.asarray(weights, np.float32).ravel())
+    return out
+
+
+def character_pose(character, motion) -> tuple[np.ndarray, np.ndarray]:
+    """World pose of ``character``'s joints driven by ``motion`` (joints matched by name;
+    the character's other joints keep their bind local transform).
+
+    Returns:
+        (rotations (F, J, 4), positions (F, J, 3)) float32 for the character's joints.
+    """
+    names = character.skeleton.names
+    index = {n: i for i, n in enumerate(motion.skeleton.names)}
+    src = np.array([index.get(n, -1) for n in names])
+    if not (src >= 0).any():
+        raise KinemaError(f"motion {motion.name!r} shares no joint names with character {character.name!r}")
+    f = motion.num_frames
+    rot = np.broadcast_to(character.bind_rotations.astype(np.float32), (f, len(names), 4)).copy()
+    pos = np.broadcast_to(character.bind_positions.astype(np.float32), (f, len(names), 3)).copy()
+    have = src >= 0
+    rot[:, have] = motion.rotations[:, src[have]]
+    pos[:, have] = motion.positions[:, src[have]]
+    g_rot, g_pos = kinematics.forward(rot, pos, character.skeleton.parents)
+    return np.asarray(g_rot, np.float32), np.asarray(g_pos, np.float32)
+
+
+@dataclass
+class ServedClip:
+    """A motion (optionally skinning a character) ready to stream to a browser.
+
+    Attributes:
+        name: label in the clip chooser.
+        motion: the :class:`~kinema.motion.Motion`.
+        character: skinned :class:`~kinema.io.character.Character` or None (a stick figure).
+        color: RGB 0-255 of the character (or the stick figure).
+        extras: optional named overlays, each ``(points (F, N, 2, 3), rgb)``: line
+            segments per frame drawn with the clip (tracked points, predicted trajectories...).
+    """
+
+    name: str
+    motion: object
+    character: object | None = None
+    color: tuple[int, int, int] = (230, 150, 70)
+    extras: dict = field(default_factory=dict)
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def load(cls, path: str | Path, character: str | Path | None = None, **kwargs) -> "ServedClip":
+        """Load a motion file; a GLB/FBX holding a mesh skins itself, else ``character`` (any file
+        :func:`load_character_file` reads) is skinned when given."""
+        import kinema
+        path = Path(path)
+        motion = kinema.load(path)
+        ch = load_character_file(character) if character is not None else None
+        if ch is None and path.suffix.lower() in MESH_SUFFIXES:
+            try:
+                ch = load_character_file(path)
+            except KinemaError:
+                ch = None
+            ch = ch if ch is not None and ch.has_mesh else None
+        return cls(kwargs.pop("name", path.stem), motion, ch, **kwargs)
+
+    @property
+    def num_frames(self) -> int:
+        return int(self.motion.num_frames)
+
+    @property
+    def fps(self) -> float:
+        return float(self.motion.fps)
+
+    def poses(self, mirror: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """World (rotations (F, J, 4), positions (F, J, 3), parents (J,)) of the character's
+        joints (or the motion's when there is no character), mirrored across x = 0 on request."""
+        key = ("pose", bool(mirror))
+        if key not in self._cache:
+            m = self.motion.mirror() if mirror else self.motion
+            if self.character is not None:
+                rot, pos = character_pose(self.character, m)
+                parents = np.asarray(self.character.skeleton.parents)
+            else:
+                rot, pos = m.global_rotations(), m.global_positions()
+                parents = np.asarray(m.parents)
+            self._cache[key] = (np.asarray(rot, np.float32), np.asarray(pos, np.float32), parents)
+        return self._cache[key]
+
+    def bones(self, frame: int, mirror: bool = False) -> np.ndarray:
+        """(B, 2, 3) parent-child segments of the skeleton at ``frame``."""
+        _, pos, parents = self.poses(mirror)
+        f = int(np.clip(frame, 0, self.num_frames - 1))
+        child = np.nonzero(parents >= 0)[0]
+        return np.stack([pos[f, parents[child]], pos[f, child]], axis=1)
+
+    def root_path(self, mirror: bool = False) -> np.ndarray:
+        """(F, 3) the motion's root joint projected to the floor (y = 0)."""
+        key = ("path", bool(mirror))
+        if key not in self._cache:
+            m = self.motion.mirror() if mirror else self.motion
+            p = m.global_positions()[:, 0].astype(np.float32).copy()
+            p[:, 1] = 0.0
+            self._cache[key] = p
+        return self._cache[key]
+
+    def trajectory(self, frame: int, mirror: bool = False, seconds: float = 1.0) -> np.ndarray:
+        """(S, 2, 3) floor segments of the root path from ``seconds`` before to after ``frame``."""
+        path = self.root_path(mirror)
+        k = max(1, int(round(seconds * self.fps)))
+        f = int(np.clip(frame, 0, self.num_frames - 1))
+        idx = np.arange(max(0, f - k), min(self.num_frames, f + k + 1), max(1, k // 10))
+        if idx.size < 2:
+            return np.zeros((0, 2, 3), np.float32)
+        pts = path[idx] + np.float32([0, 0.01, 0])
+        return np.stack([pts[:-1], pts[1:]], axis=1)

@@ -1,0 +1,96 @@
+"""End to end: ``kinema serve``'s viewer in headless Chromium (system package, driven by
+playwright without downloading a browser). The page loads, the skinned character is visible
+in a screenshot, and GUI controls (character toggle, mirror) change what the page shows."""
+from __future__ import annotations
+
+import shutil
+import socket
+import threading
+
+import numpy as np
+import pytest
+
+playwright = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("viser")
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        "--use-angle=swiftshader", "--enable-unsafe-swiftshader"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _orange(png: bytes) -> np.ndarray:
+    """Mask of pixels in the character's colour (230, 150, 70) under any shading."""
+    import imageio.v3 as iio
+    img = iio.imread(png)[..., :3].astype(np.int32)
+    r, g, b = img[..., 0], img[..., 1], img[..., 2]
+    return (r - b > 70) & (r > g + 25) & (g > b + 15)
+
+
+@pytest.fixture()
+def served(shared_data, tmp_path):
+    from kinema.serve import MotionViewer, ServedClip
+    if CHROMIUM is None:
+        pytest.skip("Debian chromium not installed (./run.sh setup installs it)")
+    clip = ServedClip.load(shared_data / "lafan1/walk4_subject1.bvh",
+                           character=shared_data / "characters/lafan1_character/character.bin")
+    clip.motion = clip.motion[:400]
+    viewer = MotionViewer([clip], port=_free_port(), playing=False)
+    viewer.frame = 200  # mid-walk, about 2.5 m off the x = 0 mirror plane
+    viewer.show()
+    hip = clip.poses()[1][200, 1]
+    viewer.server.initial_camera.look_at = (0.0, 0.9, float(hip[2]))
+    viewer.server.initial_camera.position = (0.0, 1.5, float(hip[2]) + 6.0)
+    thread = threading.Thread(target=viewer.serve_forever, daemon=True)
+    thread.start()
+    yield viewer, tmp_path
+    viewer.stop()
+    thread.join(5)
+
+
+def test_page_shows_character_and_gui_changes_scene(served):
+    viewer, tmp = served
+    with playwright.sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(str(tmp / "profile"), executable_path=CHROMIUM, args=ARGS,
+                                                   viewport={"width": 1280, "height": 720})
+        try:
+            page = ctx.new_page()
+            page.goto(f"http://127.0.0.1:{viewer.port}", timeout=60_000)
+            page.get_by_text("Connected").wait_for(timeout=60_000)
+            page.get_by_text("frame 201/400").wait_for(timeout=30_000)
+            page.wait_for_timeout(2500)
+            close = page.locator(".mantine-Notification-closeButton")  # "software WebGL" notice (orange)
+            for i in range(close.count()):
+                close.nth(i).click()
+            page.wait_for_timeout(1000)
+            page.screenshot(path=str(tmp / "shown.png"))
+            shown = _orange(page.screenshot())
+            assert shown.sum() > 1500, f"character not visible: {shown.sum()} character-coloured pixels"
+            ys, xs = np.nonzero(shown)
+            x_before = xs.mean()
+
+            page.get_by_role("checkbox", name="character").click()           # hide the mesh from the GUI
+            page.wait_for_timeout(2000)
+            hidden = _orange(page.screenshot(path=str(tmp / "hidden.png")))
+            assert not viewer.gui_mesh.value
+            assert hidden.sum() < 0.05 * shown.sum(), (hidden.sum(), shown.sum())
+
+            page.get_by_role("checkbox", name="character").click()
+            page.get_by_role("checkbox", name="mirror").click()              # mirror across x = 0 from the GUI
+            page.get_by_text("mirrored").wait_for(timeout=30_000)
+            page.wait_for_timeout(2000)
+            mirrored = _orange(page.screenshot())
+            assert viewer.mirror
+            assert mirrored.sum() > 1500
+            x_after = np.nonzero(mirrored)[1].mean()
+            # hips at x = -2.8 m seen from 6 m: the body jumps across the screen centre line
+            assert abs(x_after - x_before) > 150, (x_before, x_after)
+            assert np.sign(x_after - 640) != np.sign(x_before - 640)
+        finally:
+            ctx.close()
