@@ -62,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
     result = evaluate(args.checkpoint, args.db, clips, frames=args.frames, context=args.context, stride=args.stride,
                       baseline=args.baseline, max_windows=args.max_windows,
                       mirror=args.mirror)
+    result["command"] = "kinema eval " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["eval"] else None
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1))
     print(json.dumps(result, indent=1) if args.json else format_table(result))

@@ -22,9 +22,13 @@ Retrieval pathway (only with ``use_retrieval=True``):
 3. the attended vector ``r`` (R numbers) joins the backbone input; the backbone's input-head
    columns for ``r`` start at zero;
 4. a per-dimension copy gate adds the attention-weighted successor deltas of the
-   candidates to the predicted delta; it starts at zero.
+   candidates to the predicted delta; it starts at zero;
+5. a per-dimension pull gate adds the attention-weighted offset from the current pose to
+   the candidates' successor poses (``sum_i w_i (pose_j + delta_j - pose)``, the null token
+   contributing nothing), so playing a candidate's successor (motion matching) is one gate
+   value away and free-running drift can be corrected; it starts at zero.
 
-Steps 3 and 4 start at zero, so a fresh retrieval model computes exactly what the
+Steps 3 to 5 start at zero, so a fresh retrieval model computes exactly what the
 no-retrieval model with the same backbone weights computes, and training moves away from
 that baseline only where the candidates help. With ``use_retrieval=False`` the model *is*
 the reference backbone (:class:`kinema.nn.mamba.Mamba`, 1,833,625 parameters at the
@@ -72,6 +76,7 @@ class RetrievalMamba(nn.Module):
             self.query = nn.Linear(control_dim + pose_dim, retrieval_dim)
             self.null_token = nn.Parameter(torch.randn(2 * retrieval_dim) * 0.02)
             self.copy_gate = nn.Parameter(torch.zeros(pose_dim))
+            self.pull_gate = nn.Parameter(torch.zeros(pose_dim))
             with torch.no_grad():
                 self.backbone.in_head.weight[:, control_dim + pose_dim:] = 0.0
             self.scale = retrieval_dim ** -0.5
@@ -88,13 +93,15 @@ class RetrievalMamba(nn.Module):
             groups["attention query"] = sum(p.numel() for p in self.query.parameters())
             groups["null token"] = self.null_token.numel()
             groups["copy gate"] = self.copy_gate.numel()
+            groups["pull gate"] = self.pull_gate.numel()
         groups["total"] = sum(p.numel() for p in self.parameters())
         return groups
 
     def retrieve(self, control: torch.Tensor, pose: torch.Tensor, candidates: torch.Tensor | None,
                  mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Attend over candidates: (..., C), (..., P), (..., k, W), (..., k) ->
-        (r (..., R), candidate weights (..., k), weighted successor delta (..., P)).
+        (r (..., R), candidate weights (..., k), the gated candidate correction (..., P):
+        ``copy_gate * sum_i w_i delta_i + pull_gate * sum_i w_i (pose_i + delta_i - pose)``).
 
         ``candidates=None`` means every candidate is dropped (only the null token is seen).
         """
@@ -124,7 +131,10 @@ class RetrievalMamba(nn.Module):
         else:
             cand_w = weights[..., 1:]
             deltas = candidates[..., self.pose_dim:2 * self.pose_dim]
-            cand_delta = (cand_w.unsqueeze(-1) * deltas).sum(-2)
+            succ = candidates[..., :self.pose_dim] + deltas
+            w = cand_w.unsqueeze(-1)
+            pull = (w * succ).sum(-2) - cand_w.sum(-1, keepdim=True) * pose
+            cand_delta = self.copy_gate * (w * deltas).sum(-2) + self.pull_gate * pull
         return r, cand_w, cand_delta
 
     def _inputs(self, control, pose, candidates, mask):
@@ -138,7 +148,7 @@ class RetrievalMamba(nn.Module):
     def _outputs(self, pose, y, w, cand_delta) -> dict[str, torch.Tensor]:
         delta = y[..., :self.pose_dim]
         if cand_delta is not None:
-            delta = delta + self.copy_gate * cand_delta
+            delta = delta + cand_delta
         out = {"pose": pose + delta, "delta": delta, "contact_logits": y[..., self.pose_dim:]}
         if w is not None:
             out["candidate_weights"] = w

@@ -45,7 +45,7 @@ from kinema.features.contacts import contacts as contact_labels
 from kinema.features.root import RootConfig, compute_root, finite_difference, rotations_to_root_space, \
     to_root_space, vectors_to_root_space
 from kinema.features.trajectory import quat_to_sixd
-from kinema.matching.search import Exclusion, SearchIndex
+from kinema.matching.search import Exclusion, SearchIndex, brute_force
 
 FPS = 60.0
 TRAJECTORY_OFFSETS = (20, 40, 60)
@@ -53,6 +53,7 @@ TRAJECTORY_OFFSETS = (20, 40, 60)
 FEATURE_GROUPS = (("foot_positions", 6, 0.75), ("foot_velocities", 6, 1.0), ("hip_velocity", 3, 1.0),
                   ("trajectory_positions", 6, 1.0), ("trajectory_directions", 6, 1.5))
 FORMAT = "kinema-retrieval-db/1"
+BRUTE_FORCE_ROWS = 4096
 
 
 @dataclass(frozen=True)
@@ -228,7 +229,10 @@ class Database:
 
     def search(self, queries: np.ndarray, k: int = 4, exclude: Exclusion | None = None
                ) -> tuple[np.ndarray, np.ndarray]:
-        """Exact k nearest rows of normalised queries (Q, 27): (indices, costs) (Q, k)."""
+        """Exact k nearest rows of normalised queries (Q, 27): (indices, costs) (Q, k).
+        Small databases use the brute-force reference (no index to build)."""
+        if self.num_rows <= BRUTE_FORCE_ROWS:
+            return brute_force(self.normalised, queries, k, exclude, self.ranges)
         if self._index is None:
             self._index = SearchIndex(self.normalised, self.ranges)
         return self._index.search(queries, k, exclude)

@@ -16,8 +16,8 @@ error (cm), foot skating (horizontal toe speed while the toe is within 2.5 cm of
 floor, cm/s), root position (m) and heading (degrees) error against the clip's root, NPSS
 of the joint rotations, divergence. Baselines: copying the previous pose, the nearest
 candidate's successor (search every frame), motion-matching playback (search every
-``refresh`` frames, play successors; no inertialization), and optionally a model trained
-without retrieval.
+``refresh`` frames, play successors; no inertialization), the same model fed random
+database rows as candidates (control), and optionally a model trained without retrieval.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ import torch
 
 from kinema.control.retrieval.database import FPS, Database, DatabaseConfig, build, pose_layout
 from kinema.control.retrieval.rollout import playback_rollout, rollout, teacher_forced_candidates
-from kinema.control.retrieval.sequences import PoseNormaliser, Retriever
+from kinema.control.retrieval.sequences import PoseNormaliser, RandomRetriever, Retriever
 from kinema.errors import KinemaError
 from kinema.nn.checkpoint import load_checkpoint
 
@@ -164,6 +164,8 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     norm = PoseNormaliser.from_json(meta["normalisation"]["pose"])
     rc = meta.get("retrieval", {})
     retriever = Retriever(db, norm, k=rc.get("k", 4), top=rc.get("top", 16), tau=0.0, refresh=rc.get("refresh", 6))
+    randomised = RandomRetriever(db, norm, k=retriever.k, top=retriever.top, tau=0.0, refresh=retriever.refresh,
+                                 seed=seed)
     cfg = dict(db.config)
     cfg["mirror"] = mirror
     source = build([Path(c) for c in clips], DatabaseConfig(**cfg), (db.joint_names, db.parents))
@@ -195,15 +197,18 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
         "nearest_candidate": window_metrics(_nearest_tf(retriever, source, rows, exclude, 1)[:, sl], true_tf, norm, db, floor),
         "motion_matching": window_metrics(_nearest_tf(retriever, source, rows, exclude, retriever.refresh)[:, sl], true_tf, norm, db, floor),
     }
+    if model.use_retrieval:
+        tf_base["random_candidates"] = window_metrics(
+            teacher_forced(model, randomised, source, starts, length, exclude, True)[:, sl], true_tf, norm, db, floor)
     if base_model is not None:
         tf_base["no_retrieval_model"] = window_metrics(
             teacher_forced(base_model, retriever, source, starts, length, exclude, False)[:, sl], true_tf, norm, db, floor)
     tf = _regime(tf_with, tf_without, tf_base, seed)
 
     # Free running.
-    def run(m, use):
+    def run(m, use, retr=retriever):
         with torch.no_grad():
-            r = rollout(m, retriever, source, starts, context, frames, retrieval=use, exclude=exclude)
+            r = rollout(m, retr, source, starts, context, frames, retrieval=use, exclude=exclude)
         pred = norm.denormalise(r.pose.numpy())
         return window_metrics(pred, source.poses[r.rows], norm, db, floor, (r.root_pos, r.root_dir, r.true_pos, r.true_dir))
 
@@ -220,6 +225,8 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     fdir = np.repeat(source.root_directions[starts + context - 1][:, None], frames, 1)
     fr_base = {"copy_previous": window_metrics(frozen, truth, norm, db, floor, (fpos, fdir) + troots),
                "nearest_candidate": play(1), "motion_matching": play(retriever.refresh)}
+    if model.use_retrieval:
+        fr_base["random_candidates"] = run(model, True, randomised)
     if base_model is not None:
         fr_base["no_retrieval_model"] = run(base_model, False)
     fr = _regime(run(model, True), run(model, False), fr_base, seed)

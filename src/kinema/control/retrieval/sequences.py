@@ -166,3 +166,19 @@ class WindowSampler:
         return Batch(control=self.db.control[rows[:, :-1]], pose=pose_n[:, :-1], target=pose_n[:, 1:],
                      contacts=self.db.contacts[rows[:, 1:]], candidates=self.candidates_for(rows[:, :-1]),
                      rows=rows)
+
+
+class RandomRetriever(Retriever):
+    """The control of the ablation table: uniformly random database rows instead of the
+    nearest ones (same payload, with their true matching cost), separating the
+    information in the retrieved poses from the capacity the pathway adds."""
+
+    def __init__(self, *args, seed: int = 0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.rng = np.random.default_rng(seed)
+
+    def search(self, features_n: np.ndarray, exclude_clips: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        idx = self.rng.integers(0, self.db.num_rows, (len(features_n), self.top))
+        cost = ((self.db.normalised[idx] - features_n[:, None]) ** 2).sum(-1).astype(np.float32)
+        return idx, cost

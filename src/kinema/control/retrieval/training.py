@@ -98,6 +98,7 @@ def load_config(path: str | Path) -> dict:
     else:
         cfg = json.loads(path.read_text())
     cfg.setdefault("data", {}).setdefault("base", str(path.parent))
+    cfg.setdefault("source", str(path))
     return cfg
 
 

@@ -1,0 +1,93 @@
+"""Model card of a retrieval controller: markdown written only from the checkpoint's
+metadata and an evaluation result (:func:`kinema.control.retrieval.evaluate.evaluate`);
+no value is typed by hand."""
+from __future__ import annotations
+
+import json
+
+
+def _fmt(v) -> str:
+    if isinstance(v, bool) or v is None:
+        return str(v)
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        return f"{v:.4f}" if abs(v) < 1000 else f"{v:,.1f}"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(_fmt(x) for x in v)
+    return str(v)
+
+
+def _table(rows: list[tuple[str, object]], head=("", "")) -> list[str]:
+    out = [f"| {head[0]} | {head[1]} |", "|---|---|"]
+    out += [f"| {k} | {_fmt(v)} |" for k, v in rows]
+    return out
+
+
+def _metrics_table(regime: dict) -> list[str]:
+    rows = {"retrieved candidates": regime["with"], "null candidates (same model)": regime["without"],
+            **{k.replace("_", " "): v for k, v in regime["baselines"].items()}}
+    keys = list(regime["with"])
+    out = ["| | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
+    out += [f"| {name} | " + " | ".join(_fmt(m.get(k)) for k in keys) + " |" for name, m in rows.items()]
+    return out
+
+
+def model_card(meta: dict, result: dict | None, path: str = "") -> str:
+    """Markdown card from checkpoint metadata ``meta`` and an evaluation ``result``."""
+    db = meta.get("database", {})
+    arch = meta["architecture"]
+    hp = arch.get("hparams", {})
+    hist = meta.get("history", {})
+    lines = [f"# Model card: {path or 'retrieval controller'}", ""]
+    lines += ["## Database", ""]
+    lines += _table([("fingerprint", db.get("fingerprint")), ("rows", db.get("rows")),
+                     ("pose width", db.get("pose_width")), ("frame time (s)", db.get("frame_time")),
+                     ("clips", len(db.get("clips", []))), ("clip names", db.get("clips")),
+                     ("validation clips (held out)", meta.get("validation_clips")),
+                     ("joints", len(db.get("joints", []))), ("build config", json.dumps(db.get("config")))],
+                    ("field", "value"))
+    lines += ["", "## Architecture", ""]
+    ret = meta.get("retrieval", {})
+    rows = [("class", arch.get("class"))] + [(k, v) for k, v in hp.items()]
+    rows += [("input_dim (backbone)", hp.get("control_dim", 0) + hp.get("pose_dim", 0)
+              + (hp.get("retrieval_dim", 0) if hp.get("use_retrieval") else 0)),
+             ("candidate tensor", f"k={hp.get('k')} x {hp.get('candidate_dim')}"),
+             ("retrieval: top / tau / refresh", f"{ret.get('top')} / {ret.get('tau')} / {ret.get('refresh')}")]
+    rows += [(f"parameters: {k}", v) for k, v in meta.get("parameters", {}).items()]
+    lines += _table(rows, ("field", "value"))
+    lines += ["", "## Training", ""]
+    cfg = meta.get("config", {})
+    lines += _table([(k, v) for k, v in cfg.get("train", {}).items()] +
+                    [("loss weights", json.dumps(meta.get("loss_weights"))),
+                     ("training time (s)", meta.get("train_seconds")),
+                     ("torch threads", meta.get("torch_threads"))], ("setting", "value"))
+    lines += ["", "Validation losses (normalised pose MSE; tf = teacher forced, fr = free running, "
+                  "with = retrieved candidates, without = null token):", ""]
+    keys = [k for k in ("epoch", "step", "stage", "train_loss", "tf_with", "tf_without", "fr_with", "fr_without")
+            if k in hist.get("last", {})]
+    lines += ["| | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
+    for name in ("first", "best", "last"):
+        if name in hist:
+            lines.append(f"| {name} | " + " | ".join(_fmt(hist[name].get(k)) for k in keys) + " |")
+    lines += ["", "## Retrieval gain", ""]
+    if result is None:
+        lines += ["Not evaluated (run `kinema eval` and pass its JSON to `kinema card --eval`)."]
+    else:
+        lines += [f"Evaluated on {result['windows']} windows of {result['context']} context + {result['frames']} "
+                  f"frames (stride {result['stride']}{', with mirrored clips' if result.get('mirrored') else ''}) "
+                  f"of {_fmt([c.rsplit('/', 1)[-1] for c in result['clips']])}, database {result['database']}. "
+                  "Gain = loss with null candidates minus loss with retrieved candidates (same model), "
+                  "95% bootstrap interval over windows.", ""]
+        lines += _table([(f"{r.replace('_', ' ')}", f"{result[r]['gain']:+.4f} "
+                          f"[{result[r]['gain_ci95'][0]:+.4f}, {result[r]['gain_ci95'][1]:+.4f}] "
+                          f"({100 * result[r]['gain_relative']:+.1f}% of the null loss)")
+                         for r in ("teacher_forced", "free_running")], ("regime", "retrieval gain"))
+        for r in ("teacher_forced", "free_running"):
+            lines += ["", f"### {r.replace('_', ' ')}", ""] + _metrics_table(result[r])
+    lines += ["", "## Provenance", ""]
+    lines += _table([("checkpoint format", meta.get("format")), ("versions", json.dumps(meta.get("versions"))),
+                     ("data", json.dumps(cfg.get("data", {}).get("clips"))),
+                     ("reproduce", f"kinema train {cfg.get('source', '<config>')}"),
+                     ("evaluation", None if result is None else result.get("command"))], ("field", "value"))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,129 @@
+"""Guards of the trained retrieval controller (NOTES.md 3.1): the candidates reach the
+output, their width is part of the input, the gain is never exactly 0.0; plus the
+checkpoint metadata, the fingerprint refusal, `kinema eval` and `kinema card`."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from kinema.cli.main import main
+from kinema.control.retrieval.evaluate import evaluate
+from kinema.control.retrieval.rollout import teacher_forced_candidates
+from kinema.control.retrieval.sequences import PoseNormaliser, Retriever
+from kinema.control.retrieval.training import build_databases, load_config, train
+from kinema.errors import KinemaError
+from kinema.nn.checkpoint import load_checkpoint
+
+CONFIG = Path(__file__).resolve().parents[2] / "configs" / "retrieval_tiny.toml"
+EVAL = dict(frames=30, context=8, stride=40, max_windows=4, mirror=True)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, sample_data):
+    out = tmp_path_factory.mktemp("retrieval") / "tiny.safetensors"
+    cfg = load_config(CONFIG)
+    path, meta = train(cfg, out, log=lambda *_: None)
+    db, val = build_databases(cfg)
+    return path, meta, db, val
+
+
+@pytest.fixture(scope="module")
+def result(trained):
+    path, meta, db, val = trained
+    clips = [str(p) for p in sorted((Path(__file__).resolve().parents[2] / "src/kinema/assets/sample/games105").glob("walk60.bvh"))]
+    return evaluate(path, db, clips, **EVAL)
+
+
+def test_checkpoint_metadata_holds_everything_the_card_needs(trained):
+    path, meta, db, _ = trained
+    model, m = load_checkpoint(path)
+    assert m["fingerprint"] == db.fingerprint == m["database"]["fingerprint"]
+    assert m["architecture"]["class"] == "RetrievalMamba" and m["architecture"]["hparams"]["use_retrieval"]
+    assert set(m["history"]) >= {"epochs", "first", "best", "last"}
+    assert m["history"]["first"]["epoch"] == 1 and m["history"]["last"]["epoch"] == len(m["history"]["epochs"])
+    assert len(m["normalisation"]["pose"]["mean"]) == db.pose_width
+    assert m["loss_weights"]["contact_bce"] > 0 and m["config"]["train"]["warmup"] > 0
+    assert m["parameters"]["total"] == sum(p.numel() for p in model.parameters())
+
+
+def test_candidate_width_is_part_of_the_input(trained):
+    path, meta, db, _ = trained
+    model, _ = load_checkpoint(path)
+    width = 2 * db.pose_width + 3
+    assert model.candidate_dim == width == model.encoder[0].in_features
+    assert model.backbone.hparams["input_dim"] == 12 + db.pose_width + model.hparams["retrieval_dim"]
+    with pytest.raises(ValueError, match="candidates must be"):
+        model(torch.zeros(1, 2, 12), torch.zeros(1, 2, db.pose_width), torch.zeros(1, 2, 4, width - 1))
+
+
+def test_output_depends_on_candidates_after_training(trained):
+    path, meta, db, val = trained
+    model, m = load_checkpoint(path)
+    norm = PoseNormaliser.from_json(m["normalisation"]["pose"])
+    r = Retriever(db, norm, tau=0.0)
+    rows = val.ranges[:2, :1] + np.arange(20)[None]
+    cands = torch.as_tensor(teacher_forced_candidates(r, val, rows, None, None)).requires_grad_(True)
+    out, _ = model(torch.as_tensor(val.control[rows]), torch.as_tensor(norm.normalise(val.poses[rows])), cands)
+    (grad,) = torch.autograd.grad(out["pose"].square().sum() + out["contact_logits"].square().sum(), cands)
+    assert torch.isfinite(grad).all() and grad.norm() > 1e-6
+    # the pose part (not only the cost column) is read
+    assert grad[..., :db.pose_width].abs().sum() > 0
+
+
+def test_retrieval_gain_is_measured_and_never_exactly_zero(result):
+    for regime in ("teacher_forced", "free_running"):
+        r = result[regime]
+        assert set(r) >= {"with", "without", "gain", "gain_ci95", "baselines"}
+        assert r["gain"] != 0.0
+        assert r["gain"] == pytest.approx(r["without"]["loss"] - r["with"]["loss"], rel=1e-4, abs=1e-7)
+        lo, hi = r["gain_ci95"]
+        assert lo <= r["gain"] <= hi
+        assert set(r["baselines"]) >= {"copy_previous", "nearest_candidate", "motion_matching", "random_candidates"}
+        assert np.isfinite(r["with"]["loss"]) and r["with"]["joint_error_cm"] > 0
+    fr = result["free_running"]["with"]
+    assert {"root_error_m", "heading_error_deg", "foot_skate_cm_s", "npss"} <= set(fr)
+    # copying the previous pose is exact in teacher forcing only up to one frame of motion
+    assert 0 < result["teacher_forced"]["baselines"]["copy_previous"]["joint_error_cm"] < 5
+
+
+def test_eval_cli_fails_on_a_gain_of_exactly_zero(trained, tmp_path, sample_data, capsys):
+    """A model that cannot read candidates (use_retrieval off) gives gain == 0.0: refused."""
+    cfg = load_config(CONFIG)
+    cfg["model"]["use_retrieval"] = False
+    cfg["train"].update(warmup=2, scheduled=0, free=0, eval_every=2)
+    path, _ = train(cfg, tmp_path / "noret.safetensors", log=lambda *_: None)
+    clip = str(sample_data / "games105" / "walk60.bvh")
+    code = main(["eval", str(path), "--clips", clip, "--frames", "20", "--context", "8", "--stride", "60",
+                 "--max-windows", "2", "--json"])
+    captured = capsys.readouterr()
+    assert code == 3 and "exactly 0.0" in captured.err
+    assert json.loads(captured.out)["free_running"]["gain"] == 0.0
+
+
+def test_eval_refuses_a_database_with_another_fingerprint(trained, sample_data):
+    path, meta, db, _ = trained
+    cfg = load_config(CONFIG)
+    cfg["data"]["database"] = {"contact_speed": 0.3}
+    other = build_databases(cfg)[0]
+    assert other.fingerprint != db.fingerprint
+    with pytest.raises(KinemaError, match="fingerprint"):
+        evaluate(path, other, [sample_data / "games105" / "walk60.bvh"], **EVAL)
+
+
+def test_card_values_come_from_metadata_and_evaluation(trained, result, tmp_path, capsys):
+    path, meta, db, _ = trained
+    (tmp_path / "eval.json").write_text(json.dumps(result))
+    assert main(["card", str(path), "--eval", str(tmp_path / "eval.json"), "-o", str(tmp_path / "card.md")]) == 0
+    card = (tmp_path / "card.md").read_text()
+    for section in ("## Database", "## Architecture", "## Training", "## Retrieval gain", "## Provenance"):
+        assert section in card
+    assert f"| fingerprint | {db.fingerprint} |" in card
+    assert f"| rows | {db.num_rows:,} |" in card
+    assert f"| pose width | {db.pose_width} |" in card
+    best = meta["history"]["best"]
+    assert f"| best | {best['epoch']} | {best['step']} |" in card
+    assert f"{result['free_running']['gain']:+.4f}" in card and f"{result['teacher_forced']['gain']:+.4f}" in card
