@@ -183,3 +183,29 @@ def test_effects_do_what_they_should(effect_images):
     gy, gx = np.gradient(base)
     edge = np.hypot(gx, gy)
     assert edge[changed].mean() > 4 * edge.mean()
+
+
+def test_fxaa_moves_edges_towards_a_supersampled_render(fresh, geno, shared_data):
+    """Reference: the same frame at twice the size, averaged over 2x2 pixels. FXAA must
+    cut the error on silhouette pixels clearly and leave the rest alone."""
+    stance = kinema.load(shared_data / "characters" / "geno" / "geno_stance.bvh")
+    rot, pos = pose_from_motion(geno, stance, 1)
+    no_effects(fresh)
+    fresh.effects.floor = False
+    w, h = fresh.width, fresh.height
+    draw = lambda r: r.draw_character(geno, rot, pos, tint=TINT)  # noqa: E731
+    try:
+        fresh.resize(2 * w, 2 * h)
+        ref = render(fresh, draw).astype(float).reshape(h, 2, w, 2, 3).mean(axis=(1, 3))
+    finally:
+        fresh.resize(w, h)
+    plain = render(fresh, draw).astype(float)
+    fresh.effects.fxaa = True
+    fxaa = render(fresh, draw).astype(float)
+    assert fresh.gl_errors() == []
+    edge = np.abs(plain - ref).max(-1) > 20
+    assert edge.sum() > 200
+    err_plain = np.abs(plain - ref).mean(-1)
+    err_fxaa = np.abs(fxaa - ref).mean(-1)
+    assert err_fxaa[edge].mean() < 0.7 * err_plain[edge].mean()
+    assert err_fxaa[~edge].mean() < err_plain[~edge].mean() + 0.5

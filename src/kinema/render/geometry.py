@@ -1,13 +1,24 @@
 """Triangle-soup primitives built with NumPy, many at once (spheres, capsules, cones, boxes).
 
 Every builder returns ``(positions (N*K, 3), normals (N*K, 3))`` float32 for N instances of a
-K-vertex template, ready to append to a batch. Units are metres.
+K-vertex template, ready to append to a batch. Triangles are counter-clockwise seen from
+outside (front faces out). Units are metres.
 """
 from __future__ import annotations
 
 import functools
 
 import numpy as np
+
+
+def _outward_order(points: np.ndarray, normals: np.ndarray) -> np.ndarray:
+    """(3T,) vertex order making each triangle of a soup counter-clockwise around its normals."""
+    p = points.reshape(-1, 3, 3)
+    face = np.cross(p[:, 1] - p[:, 0], p[:, 2] - p[:, 0])
+    flip = np.einsum("ij,ij->i", face, normals.reshape(-1, 3, 3).sum(1)) < 0
+    order = np.arange(p.shape[0] * 3).reshape(-1, 3)
+    order[flip] = order[flip][:, [0, 2, 1]]
+    return order.ravel()
 
 
 def _grid_triangles(rows: int, cols: int) -> np.ndarray:
@@ -41,8 +52,10 @@ def capsule_template(rings: int = 4, segments: int = 10) -> tuple[np.ndarray, np
     tris = _grid_triangles(len(lats) - 1, segments)
     # drop the zero-area triangles at the poles (first and last ring degenerate to a point)
     keep = np.array([len({tuple(np.round(unit[i] + end[i] * 7, 6)) for i in t}) == 3 for t in tris])
-    tris = tris[keep]
-    return end[tris.ravel()], unit[tris.ravel()].astype(np.float64)
+    e, u = end[tris[keep].ravel()], unit[tris[keep].ravel()].astype(np.float64)
+    reference = u * 0.5 + e[:, None] * np.array([0.0, 1.0, 0.0])   # a capsule to orient against
+    order = _outward_order(reference, u)
+    return e[order], u[order]
 
 
 def frames_from_directions(d: np.ndarray) -> np.ndarray:
@@ -104,7 +117,9 @@ def cone_template(segments: int = 10) -> tuple[np.ndarray, np.ndarray]:
         nrm += [n0, n1, (n0 + n1) / np.linalg.norm(n0 + n1)]
         pts += [p1, p0, np.zeros(3)]
         nrm += [np.array([0.0, -1.0, 0.0])] * 3
-    return np.array(pts), np.array(nrm)
+    pts, nrm = np.array(pts), np.array(nrm)
+    order = _outward_order(pts, nrm)
+    return pts[order], nrm[order]
 
 
 def cones(base: np.ndarray, apex: np.ndarray, radius) -> tuple[np.ndarray, np.ndarray]:
@@ -138,7 +153,9 @@ def box_template() -> tuple[np.ndarray, np.ndarray]:
             for i in (0, 1, 2, 0, 2, 3):
                 pts.append(quad[i])
                 nrm.append(n)
-    return np.array(pts), np.array(nrm)
+    pts, nrm = np.array(pts), np.array(nrm)
+    order = _outward_order(pts, nrm)
+    return pts[order], nrm[order]
 
 
 def boxes(transforms: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

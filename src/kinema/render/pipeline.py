@@ -103,7 +103,7 @@ class Pipeline:
             vs = "lines.vs" if name == "lines" else "fullscreen.vs"
             self.shader(vs, f"{name}.fs", ())
         self.empty_vao = int(rl.rl_load_vertex_array())
-        quad = np.array([[-1, 0, -1], [1, 0, -1], [1, 0, 1], [-1, 0, -1], [1, 0, 1], [-1, 0, 1]], np.float32)
+        quad = np.array([[-1, 0, -1], [1, 0, 1], [1, 0, -1], [-1, 0, -1], [-1, 0, 1], [1, 0, 1]], np.float32)
         self.floor = gl.VertexArray({gl.ATTR_POSITION: quad, gl.ATTR_NORMAL: np.tile([[0, 1, 0]], (6, 1)).astype(np.float32),
                                      gl.ATTR_TEXCOORD: np.zeros((6, 2), np.float32)})
         self.lines = None

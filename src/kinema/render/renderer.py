@@ -146,6 +146,14 @@ class Renderer:
             return False
         return True if self.headless else not rl.window_should_close()
 
+    def resize(self, width: int, height: int) -> None:
+        """Change the frame size (the offscreen target; the window too when there is one)."""
+        width, height = int(width), int(height)
+        if not self.headless:
+            rl.set_window_size(width, height)
+        self.width, self.height = width, height
+        self.pipeline.resize(width, height)
+
     def close(self) -> None:
         """Stop recording, free GPU resources and close the window/context."""
         if not self._open:

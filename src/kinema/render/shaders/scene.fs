@@ -65,8 +65,8 @@ void main()
     albedo.rgb = mix(checkerA, checkerB, 0.5 - 0.5 * i.x * i.y);
 #endif
     vec3 n = normalize(fragNormal);
+    if (!gl_FrontFacing) n = -n;              // back faces of double-sided meshes
     vec3 v = normalize(cameraPos - fragWorld);
-    if (dot(n, v) < 0.0) n = -n;              // double-sided, whatever the winding
     vec3 base = albedo.rgb * albedo.rgb;
     float ndl = max(dot(n, sunDir), 0.0);
 #ifdef SHADOWS
