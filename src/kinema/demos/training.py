@@ -1,0 +1,196 @@
+"""``kinema demo training``: a network learns to anticipate motion while the clip plays.
+
+Every frame the demo advances the playback of a real mocap clip by one frame and runs
+``--steps-per-frame`` optimisation steps of a :class:`~kinema.nn.models.SequenceMLP` that
+predicts the next ``--horizon`` frames of joint positions (relative to the hips' ground
+position now) from the current pose and joint velocities. Training runs inside the update
+loop through :meth:`kinema.nn.train.Trainer.step`.
+
+Headless it writes ``loss.png`` every ``--plot-every`` frames and ``metrics.json`` at the
+end (losses, validation error of the last predicted frame in metres against copying the
+current pose, step rate) plus ``model.safetensors``. Playback shows the held-out last 20% of
+the clip, which is never trained on. With ``--render`` (and a display, e.g.
+``xvfb-run``) it also writes PNG frames of the character (white), the true future pose
+(green) and the predicted one (orange); without ``--headless`` it opens a window.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+DESCRIPTION = "a network learns to anticipate future motion on real mocap, live"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--headless", action="store_true", help="no window; write plots and metrics")
+    parser.add_argument("--frames", type=int, default=1200, help="frames to run")
+    parser.add_argument("--out", type=Path, default=Path("out/demo_training"), help="output folder")
+    parser.add_argument("--clip", type=Path, default=None,
+                        help="motion file (default: LaFAN1 walk from the shared data, else the bundled CMU walk)")
+    parser.add_argument("--fps", type=float, default=30.0, help="rate the clip is resampled to")
+    parser.add_argument("--horizon", type=int, default=10, help="future frames to predict")
+    parser.add_argument("--steps-per-frame", type=int, default=4, help="training steps per frame")
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--plot-every", type=int, default=100, help="frames between loss plots")
+    parser.add_argument("--render", action="store_true", help="headless: also write PNG frames (needs a display)")
+    parser.add_argument("--render-every", type=int, default=100)
+
+
+def default_clip() -> Path:
+    """LaFAN1 walk from the shared data when present, else the bundled CMU walk."""
+    from kinema.data import sample_path, shared_path
+    return shared_path("lafan1", "walk4_subject1.bvh") or sample_path("cmu", "02_01.bvh")
+
+
+def make_samples(positions: np.ndarray, fps: float, horizon: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Inputs and targets from world joint positions (F, J, 3), metres.
+
+    Every frame t in [1, F - horizon) gives input ``[pose_t, velocity_t]`` (2 J 3) and target
+    ``pose_{t+1..t+horizon}`` (horizon, J 3), all relative to the hips' ground point at t
+    (x and z of joint 0). Returns (x, y, t indices).
+    """
+    f, j, _ = positions.shape
+    t = np.arange(1, f - horizon)
+    origin = positions[t, 0].copy()
+    origin[:, 1] = 0.0
+    pose = positions[t] - origin[:, None]
+    vel = (positions[t] - positions[t - 1]) * fps
+    x = np.concatenate([pose.reshape(len(t), -1), vel.reshape(len(t), -1)], -1)
+    fut = np.stack([positions[t + k] for k in range(1, horizon + 1)], 1) - origin[:, None, None]
+    return x.astype(np.float32), fut.reshape(len(t), horizon, j * 3).astype(np.float32), t
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    import kinema
+    from kinema.nn.checkpoint import save_checkpoint
+    from kinema.nn.models import SequenceMLP
+    from kinema.nn.train import TrainConfig, Trainer, plot_losses, seed_everything
+
+    torch.set_num_threads(min(2, torch.get_num_threads()))
+    clip = args.clip or default_clip()
+    motion = kinema.load(clip)
+    if abs(motion.fps - args.fps) > 1e-6:
+        motion = motion.resample(args.fps)
+    positions = motion.global_positions()
+    x, y, frames = make_samples(positions, args.fps, args.horizon)
+    split = int(0.8 * len(x))
+    xt, yt = torch.from_numpy(x[:split]), torch.from_numpy(y[:split])
+    xv, yv = torch.from_numpy(x[split:]), torch.from_numpy(y[split:])
+    seed_everything(args.seed)
+    model = SequenceMLP(x.shape[1], y.shape[2], args.horizon, hidden=(256, 256))
+    model.input_norm.fit(xt)
+    model.output_norm.fit(yt)
+    config = TrainConfig(batch_size=min(args.batch, split), lr=args.lr, seed=args.seed, progress=False,
+                         restart_epochs=10, epochs=10**9)
+    trainer = Trainer(model, (xt, yt), (xv, yv), config)
+    renderer = _renderer(args)
+    args.out.mkdir(parents=True, exist_ok=True)
+    written: list[str] = []
+    t0 = time.perf_counter()
+    frame = 0
+    try:
+        while frame < args.frames:
+            if renderer is not None and not renderer.is_open():
+                break
+            for _ in range(args.steps_per_frame):
+                trainer.step()
+            sample = split + frame % (len(x) - split)  # play the held-out part
+            if renderer is not None:
+                _draw(renderer, model, x[sample], y[sample], positions, frames[sample], motion.parents)
+                if args.headless and frame % max(args.render_every, 1) == 0:
+                    written.append(_save(renderer, args.out, frame))
+            frame += 1
+            if frame % max(args.plot_every, 1) == 0:
+                plot_losses(trainer.history, args.out / "loss.png")
+    finally:
+        if renderer is not None:
+            renderer.close()
+    seconds = time.perf_counter() - t0
+    plot_losses(trainer.history, args.out / "loss.png")
+    save_checkpoint(args.out / "model.safetensors", model, config={"demo": "training", "clip": str(clip),
+                    "horizon": args.horizon, "fps": args.fps}, normalisation={"inputs": "pose+velocity, hips-relative"})
+    metrics = _metrics(model, trainer, xv, yv, args, frame, seconds, clip)
+    metrics["frames_written"] = written
+    (args.out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    print(f"training demo: {frame} frames, {trainer.global_step} steps, loss {metrics['initial_loss']:.3g} -> "
+          f"{metrics['final_loss']:.3g}; validation error at +{args.horizon} frames "
+          f"{100 * metrics['val_error_last_frame_m']:.1f} cm (copying the pose: "
+          f"{100 * metrics['copy_pose_error_last_frame_m']:.1f} cm) -> {args.out / 'metrics.json'}")
+    return 0
+
+
+def _metrics(model, trainer, xv, yv, args, frames: int, seconds: float, clip) -> dict:
+    import torch
+
+    model.eval()
+    with torch.no_grad():
+        pred = model(xv)
+    j3 = yv.shape[-1]
+    err = (pred[:, -1] - yv[:, -1]).reshape(len(yv), j3 // 3, 3).norm(dim=-1).mean()
+    copy = (xv[:, :j3] - yv[:, -1]).reshape(len(yv), j3 // 3, 3).norm(dim=-1).mean()
+    losses = trainer.history["step_loss"]
+    head = min(10, len(losses))
+    return {
+        "clip": str(clip),
+        "frames": frames,
+        "steps": trainer.global_step,
+        "epochs": trainer.epoch,
+        "train_samples": int(trainer.num_samples),
+        "val_samples": int(len(xv)),
+        "initial_loss": float(np.mean(losses[:head])) if losses else None,
+        "final_loss": float(np.mean(losses[-head:])) if losses else None,
+        "val_loss": trainer.history["val"],
+        "val_error_last_frame_m": float(err),
+        "copy_pose_error_last_frame_m": float(copy),
+        "seconds": seconds,
+        "steps_per_second": trainer.global_step / max(seconds, 1e-9),
+    }
+
+
+def _renderer(args):
+    """kinema's renderer when it is wanted and can run, else None (rendering is optional)."""
+    if args.headless and not args.render:
+        return None
+    try:
+        from kinema.render import Renderer, display_available
+    except ImportError:
+        print("kinema demo training: kinema.render is not available; running without rendering")
+        return None
+    if not display_available():
+        print("kinema demo training: no display (try xvfb-run); running without rendering")
+        return None
+    r = Renderer()
+    r.open(960, 540, "kinema: training demo", headless=bool(args.headless))
+    r.camera.set_fixed([2.5, 1.6, 3.0], [0.0, 0.9, 0.0])
+    r.camera.snap()
+    return r
+
+
+def _draw(renderer, model, x: np.ndarray, y: np.ndarray, positions: np.ndarray, t: int, parents) -> None:
+    import torch
+
+    j = positions.shape[1]
+    with torch.no_grad():
+        pred = model(torch.from_numpy(x[None]))[0, -1].numpy().reshape(j, 3)
+    now = x[: j * 3].reshape(j, 3)
+    renderer.begin_frame()
+    renderer.draw_skeleton(now.astype(np.float32), parents, width=5.0, joint_size=10.0)
+    renderer.draw_skeleton(y[-1].reshape(j, 3).astype(np.float32), parents, color=(0.3, 0.9, 0.4, 1.0), width=3.0)
+    renderer.draw_skeleton(pred.astype(np.float32), parents, color=(1.0, 0.6, 0.2, 1.0), width=3.0)
+    renderer.end_frame()
+
+
+def _save(renderer, out: Path, frame: int) -> str:
+    import imageio.v3 as iio
+    path = out / "frames" / f"training_{frame:05d}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    iio.imwrite(path, renderer.capture())
+    return str(path)
