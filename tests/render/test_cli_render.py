@@ -57,9 +57,12 @@ def test_render_rejects_bad_arguments(tmp_path):
 
 def test_view_runs_scripted_frames_and_saves_screenshot(tmp_path):
     shot = tmp_path / "view.png"
+    video = tmp_path / "session.mp4"
     res = _kinema("view", sample_path("xia", "neutral_01_000.bvh"), "--frames", 4, "--size", "400x300",
-                  "--screenshot", shot, "--no-ssao", window=True)
+                  "--screenshot", shot, "--no-ssao", "--record", video, window=True)
     assert res.returncode == 0, res.stderr
+    frames = [f for f in imageio.get_reader(str(video))]     # standalone recording, from the framebuffer
+    assert len(frames) == 4 and frames[0].shape == (300, 400, 3)
     img = imageio.imread(shot)
     assert img.shape == (300, 400, 3)
     # GUI panels on the right, the timeline slider at the bottom, the scene elsewhere

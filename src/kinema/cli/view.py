@@ -17,6 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--frames", type=int, default=None,
                         help="close after this many rendered frames (scripted runs)")
     parser.add_argument("--screenshot", default=None, help="save the last frame to this PNG on exit")
+    parser.add_argument("--record", default=None,
+                        help="record the session from the start to this MP4 (or PNG folder); R toggles recording")
     add_effect_arguments(parser)
 
 
@@ -30,6 +32,8 @@ def run(args: argparse.Namespace) -> int:
     width, height = args.size
     renderer.open(width, height, f"kinema view {clip.motion.name}", headless=False)
     viewer = Viewer(clip, camera=args.camera)
+    if args.record:
+        renderer.start_recording(args.record, fps=60.0)
     try:
         n = 0
         while renderer.is_open() and (args.frames is None or n < args.frames):
@@ -39,5 +43,8 @@ def run(args: argparse.Namespace) -> int:
             import imageio.v2 as imageio
             imageio.imwrite(args.screenshot, renderer.capture())
     finally:
+        recorded = renderer.stop_recording()
         renderer.close()
+    if recorded is not None:
+        print(f"recorded {recorded}")
     return 0

@@ -2,11 +2,13 @@
 camera modes, effect switches, a live root-speed plot.
 
 Keys: space play/pause, left/right step a frame, m mirror, c next camera mode,
-1-4 toggle shadows/SSAO/bloom/FXAA, p profiler overlay.
+1-4 toggle shadows/SSAO/bloom/FXAA, p profiler overlay, r start/stop recording an MP4
+(``<clip>_<n>.mp4`` in ``record_dir``) from the framebuffer.
 """
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -22,8 +24,10 @@ class Viewer:
         camera: initial camera mode.
     """
 
-    def __init__(self, clip: Clip, camera: str = "follow") -> None:
+    def __init__(self, clip: Clip, camera: str = "follow", record_dir: str | Path = ".") -> None:
         self.clip = clip
+        self.record_dir = Path(record_dir)
+        self._recordings = 0
         self.time = 0.0
         self.playing = True
         self.speed = 1.0
@@ -78,6 +82,8 @@ class Viewer:
             e.bloom = ui.checkbox("bloom", e.bloom)
             e.fxaa = ui.checkbox("FXAA", e.fxaa)
             renderer.show_profiler = ui.checkbox("profiler", renderer.show_profiler)
+            if ui.button("stop recording" if renderer.recording else "record MP4"):
+                self.toggle_recording(renderer)
         # timeline along the bottom with a live speed plot of the last 2 seconds
         f = self.frame
         lo = max(0, f - int(2 * self.clip.motion.fps))
@@ -88,6 +94,17 @@ class Viewer:
         if abs(t - self.time) > 1e-6:
             self.time, self.playing = t, False
 
+    def toggle_recording(self, renderer) -> Path | None:
+        """Start recording to a new MP4 in ``record_dir``, or finish the current one."""
+        if renderer.recording:
+            path = renderer.stop_recording()
+            print(f"kinema view: recorded {path}")
+            return path
+        self._recordings += 1
+        path = self.record_dir / f"{self.clip.motion.name or 'clip'}_{self._recordings}.mp4"
+        renderer.start_recording(path, fps=60.0)
+        return path
+
     def step(self, renderer) -> None:
         """Read input, update, draw and present one frame."""
         now = time.perf_counter()
@@ -96,6 +113,8 @@ class Viewer:
         inp = renderer.read_input()
         if "p" in inp.keys_pressed:
             renderer.show_profiler = not renderer.show_profiler
+        if "r" in inp.keys_pressed:
+            self.toggle_recording(renderer)
         for key, name in (("1", "shadows"), ("2", "ssao"), ("3", "bloom"), ("4", "fxaa")):
             if key in inp.keys_pressed:
                 setattr(renderer.effects, name, not getattr(renderer.effects, name))
