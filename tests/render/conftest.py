@@ -1,7 +1,6 @@
 """Fixtures for rendering tests: one offscreen renderer per session (raylib has one context)."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from kinema.data import shared_path

@@ -209,3 +209,39 @@ def test_fxaa_moves_edges_towards_a_supersampled_render(fresh, geno, shared_data
     err_fxaa = np.abs(fxaa - ref).mean(-1)
     assert err_fxaa[edge].mean() < 0.7 * err_plain[edge].mean()
     assert err_fxaa[~edge].mean() < err_plain[~edge].mean() + 0.5
+
+
+def test_textured_character_shows_its_texture(fresh, sample_data):
+    """The Fox's base-colour texture: vertices whose texel is orange render orange, vertices
+    whose texel is pale render pale (lit, so compare hue, not exact values)."""
+    fox = kinema.load_character(sample_data / "fox" / "fox.glb")
+    mesh = fox.meshes[0]
+    assert mesh.texture is not None and mesh.uvs is not None
+    rot, pos = fresh.model_for(fox).bind_pose()
+    lo, hi = mesh.positions.min(0), mesh.positions.max(0)
+    centre, size = (lo + hi) / 2, float(np.linalg.norm(hi - lo))
+    no_effects(fresh)
+    fresh.camera.far = 10 * size                               # the Fox is in centimetres
+    try:
+        fresh.camera.set_fixed(centre + np.array([1.0, 0.25, 0.35]) * size * 0.8, centre)
+        fresh.camera.snap()
+        img = render(fresh, lambda r: r.draw_character(fox, rot, pos))
+    finally:
+        fresh.camera.far = 200.0
+    assert fresh.gl_errors() == []
+    th, tw = mesh.texture.shape[:2]
+    uv = mesh.uvs
+    texel = mesh.texture[np.clip((uv[:, 1] * th).astype(int), 0, th - 1),
+                         np.clip((uv[:, 0] * tw).astype(int), 0, tw - 1), :3].astype(int)
+    px, depth, vis = fresh.project(mesh.positions)
+    # keep vertices facing the camera and in front (their pixel shows them, not something nearer)
+    to_cam = fresh.camera.camera.position - mesh.positions
+    front = np.einsum("ij,ij->i", mesh.normals, to_cam) > 0
+    sel = vis & front
+    orange = sel & (texel[:, 0] - texel[:, 2] > 120)
+    pale = sel & (texel.min(axis=1) > 190)
+    assert orange.sum() > 50 and pale.sum() > 10
+    rgb = lambda m: neighbourhood(img, px[m], 0)[:, 0].astype(int)  # noqa: E731
+    warm = lambda c: (c[:, 0] - c[:, 2]) / (c.max(axis=1) + 1)        # noqa: E731
+    assert np.median(warm(rgb(orange))) > 0.35
+    assert np.median(warm(rgb(pale))) < np.median(warm(rgb(orange))) - 0.2

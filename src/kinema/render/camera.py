@@ -133,6 +133,8 @@ class CameraRig:
         fixed: ``fixed_position`` looking at ``fixed_target`` (or at the focus when None).
         free: free fly from ``free_position`` with ``free_yaw``/``free_pitch``; WASD/QE
             move, right mouse drag looks around, shift is faster.
+
+    ``fovy`` (degrees), ``near`` and ``far`` (metres) apply to every mode.
     """
 
     def __init__(self, mode: str = "orbit", halflife: float = 0.15):
@@ -149,6 +151,7 @@ class CameraRig:
         self.free_yaw, self.free_pitch = np.pi, -0.1
         self.free_speed = 3.0
         self.fovy = 45.0
+        self.near, self.far = 0.05, 200.0
         self.camera = Camera()
         self.snap()
 
@@ -192,8 +195,7 @@ class CameraRig:
             pos = self.free_position
             tgt = pos + self._free_forward()
         return Camera(np.array(pos, np.float64), np.array(tgt, np.float64), fovy=self.fovy,
-                      near=self.camera.near if hasattr(self, "camera") else 0.05,
-                      far=self.camera.far if hasattr(self, "camera") else 200.0)
+                      near=self.near, far=self.far)
 
     def _free_forward(self) -> np.ndarray:
         cp = np.cos(self.free_pitch)
@@ -209,7 +211,7 @@ class CameraRig:
         g = self.goal()
         self.camera.position = _damp(self.camera.position, g.position, self.halflife, dt)
         self.camera.target = _damp(self.camera.target, g.target, self.halflife, dt)
-        self.camera.fovy = g.fovy
+        self.camera.fovy, self.camera.near, self.camera.far = g.fovy, g.near, g.far
         return self.camera
 
     def handle_input(self, inp: InputFrame, dt: float) -> None:

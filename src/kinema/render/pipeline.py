@@ -42,7 +42,7 @@ class Effects:
         sky_color, ground_color: background and ambient colours (RGB in [0, 1]).
         checker_a, checker_b, checker_size (m): floor tiles.
         sun_direction: unit vector towards the sun; sun_color its intensity (RGB).
-        fog_distance: distance (m) where the floor has faded into the sky (0: no fog).
+        fog_distance: distance (m) where the floor has faded into the sky (0: no fade).
     """
 
     shadows: bool = True

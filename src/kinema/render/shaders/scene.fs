@@ -3,7 +3,7 @@
 // compares when SOFT_SHADOWS) + sky/ground ambient, base colour x texture (TEXTURE) x
 // vertex colour (VERTEX_COLOR); CHECKER makes the procedural anti-aliased floor. Every
 // option is a compile-time define: software GL runs both sides of uniform branches.
-// Output is gamma-encoded (gamma 2: squares and square roots instead of pow()).
+// The floor fades into the sky with distance. Output is gamma-encoded (gamma 2: squares and square roots instead of pow()).
 in vec3 fragWorld;
 in vec3 fragNormal;
 in vec2 fragTexCoord;
@@ -80,6 +80,10 @@ void main()
     vec3 ambient = mix(groundColor * groundColor, skyColor * skyColor, n.y * 0.5 + 0.5) * 0.55;
     vec3 c = base * (ambient + sunColor * ndl * vis) + sunColor * (s2 * 0.15) * vis * ndl;
     c = sqrt(c / (1.0 + c * 0.15));            // gentle tone curve, then gamma
+#ifdef CHECKER
+    // the floor fades into the sky towards the horizon (characters never do)
     float f = clamp(length(fragWorld - cameraPos) / fogDistance, 0.0, 1.0);
-    finalColor = vec4(mix(c, skyColor, f * f), albedo.a);
+    c = mix(c, skyColor, f * f);
+#endif
+    finalColor = vec4(c, albedo.a);
 }
