@@ -1,0 +1,236 @@
+"""The motion-matching controller (Holden's Motion-Matching, in NumPy), engine-free.
+
+Every ``step(stick, dt)``:
+
+1. the stick drives the simulated root through springs (:mod:`kinema.control.trajectory`);
+2. every ``search_every`` frames, at the end of a clip, or when the desired velocity
+   changes sharply, the query is built: the pose part (foot positions and velocities, hip
+   velocity) copied from the playing database row, the trajectory part from the springs'
+   prediction expressed in the character's root space; the database returns the nearest
+   row (exact search, excluding +-``exclude_around`` rows of the playing one and the last
+   ``exclude_clip_end`` rows of every clip). If it beats continuing, the controller
+   transitions there and the pose offset is inertialized (:mod:`kinema.control.inertialize`);
+3. the next row plays; the character's root moves by the row's root velocity and yaw
+   rate, then is pulled toward the simulation (damper, halflife ``adjust_halflife``) and
+   clamped to ``clamp_distance`` metres / ``clamp_angle`` radians of it, so the character
+   follows the requested trajectory.
+
+The output is the world pose (root-space pose rows placed at the character's root).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kinema.control import springs
+from kinema.control.inertialize import Inertializer, PoseState
+from kinema.control.trajectory import ControlConfig, TrajectoryController
+from kinema.matching.search import Exclusion
+from kinema.maths import quat
+
+
+@dataclass(frozen=True)
+class MatchingConfig:
+    """Controller settings (MM defaults).
+
+    Attributes:
+        search_every: frames between searches (MM: 0.1 s = 6 frames at 60 Hz).
+        force_search_rate: search at once when the desired velocity changes faster than
+            this (m/s^2).
+        exclude_around, exclude_clip_end: search exclusions, rows.
+        inertialize_halflife: seconds (MM: 0.1).
+        adjust_halflife, adjust_rotation_halflife: pull of the character root toward the
+            simulation (position, facing), seconds.
+        adjust_speed_ratio: the pull moves/turns at most this times the animation's own
+            speed/turn rate (no sliding while standing).
+        clamp_distance: max metres between character root and simulation.
+        clamp_angle: max radians between their facings.
+    """
+
+    search_every: int = 6
+    force_search_rate: float = 50.0
+    exclude_around: int = 20
+    exclude_clip_end: int = 20
+    inertialize_halflife: float = 0.1
+    adjust_halflife: float = 0.1
+    adjust_rotation_halflife: float = 0.2
+    adjust_speed_ratio: float = 0.5
+    clamp_distance: float = 0.15
+    clamp_angle: float = np.pi / 2
+
+
+@dataclass
+class MatchingOutput:
+    """One controller step.
+
+    Attributes:
+        positions: (J, 3) world joint positions; rotations: (J, 4) world joint rotations.
+        root_position, root_direction: (3,) the character's root (floor) and facing.
+        frame: database row playing; contacts: (2,) toe contact labels of that row.
+        searched / transitioned: whether a search ran / changed the row this step.
+    """
+
+    positions: np.ndarray
+    rotations: np.ndarray
+    root_position: np.ndarray
+    root_direction: np.ndarray
+    frame: int
+    contacts: np.ndarray
+    searched: bool
+    transitioned: bool
+
+
+def _yaw_rotate(d: np.ndarray, v: np.ndarray, inverse: bool = False) -> np.ndarray:
+    s, c = d[0], d[2]
+    if inverse:
+        s = -s
+    out = np.array(v, np.float64, copy=True)
+    out[..., 0] = c * v[..., 0] + s * v[..., 2]
+    out[..., 2] = c * v[..., 2] - s * v[..., 0]
+    return out
+
+
+def _yaw_quat(d: np.ndarray) -> np.ndarray:
+    half = 0.5 * np.arctan2(d[0], d[2])
+    return np.array([np.cos(half), 0.0, np.sin(half), 0.0])
+
+
+class MotionMatchingController:
+    """Motion matching over a :class:`kinema.matching.database.Database`.
+
+    Args:
+        db: the database (features, poses, clip ranges).
+        control: stick -> trajectory settings (prediction times must match the database's
+            trajectory frames).
+        config: search and root settings.
+        start_frame: first row to play (default: the start of the first clip).
+    """
+
+    def __init__(self, db, control: ControlConfig | None = None, config: MatchingConfig | None = None,
+                 start_frame: int | None = None):
+        self.db = db
+        times = tuple(f / db.fps for f in db.config.trajectory_frames)
+        self.control = control or ControlConfig(times=times)
+        self.config = config or MatchingConfig()
+        self.layout = dict((name, (a, b)) for name, a, b in db.pose_layout)
+        self.num_joints = len(db.joint_names)
+        self.frame = int(db.ranges[0, 0] if start_frame is None else start_frame)
+        self.root_position = np.zeros(3)
+        self.root_direction = np.array([0.0, 0.0, 1.0])
+        self.trajectory = TrajectoryController(self.control)
+        self.inertializer = Inertializer(self._pose(self.frame), self.config.inertialize_halflife)
+        self.frames_since_search = 0
+        self._last_desired = np.zeros(3)
+        self._clip_stop = db.ranges[db.clip_of(self.frame), 1]
+
+    # -- pose rows -------------------------------------------------------------------------
+    def _pose(self, row: int) -> PoseState:
+        """Root-space pose of a database row (with angular velocities from the next row)."""
+        p = self.db.pose
+        j = self.num_joints
+        a, b = self.layout["joint_positions"]
+        pos = p[row, a:b].reshape(j, 3).astype(np.float64)
+        a, b = self.layout["joint_velocities"]
+        vel = p[row, a:b].reshape(j, 3).astype(np.float64)
+        rot = self._rotations(row)
+        stop = self.db.ranges[self.db.clip_of(row), 1]
+        nxt = self._rotations(min(row + 1, stop - 1))
+        ang = quat.log(quat.abs(quat.mul(nxt, quat.inv(rot)))) * self.db.fps
+        return PoseState(pos, vel, rot, ang)
+
+    def _rotations(self, row: int) -> np.ndarray:
+        a, b = self.layout["joint_rotations_6d"]
+        return quat.from_6d(self.db.pose[row, a:b].reshape(self.num_joints, 6).astype(np.float64))
+
+    # -- search ----------------------------------------------------------------------------
+    def query(self) -> np.ndarray:
+        """Normalised query (D,): pose features of the playing row, trajectory from the
+        springs' prediction in the character's root space."""
+        raw = self.db.raw_features[self.frame].astype(np.float64).copy()
+        traj = self.trajectory.predict().features(self.root_position, self.root_direction)
+        raw[15:15 + len(traj)] = traj
+        return self.db.normalize(raw)
+
+    def _search(self, next_row: int) -> tuple[int, bool]:
+        cfg = self.config
+        q = self.query()
+        ex = Exclusion(current=self.frame, around=cfg.exclude_around, clip_end=cfg.exclude_clip_end)
+        idx, cost = self.db.search(q, k=1, exclude=ex)
+        best = int(idx[0])
+        if best < 0:
+            return next_row, False
+        continuing = float(((self.db.features[next_row] - q) ** 2).sum())
+        if next_row < self._clip_stop and continuing <= float(cost[0]):
+            return next_row, False
+        return best, True
+
+    # -- step -------------------------------------------------------------------------------
+    def step(self, stick: np.ndarray, dt: float, walk: bool = False, camera_yaw: float = 0.0,
+             facing_stick: np.ndarray | None = None) -> MatchingOutput:
+        """Advance by ``dt`` seconds with the (dead-zoned) ``stick`` (2,) held."""
+        cfg = self.config
+        self.trajectory.update(np.asarray(stick, np.float64), dt, walk=walk, camera_yaw=camera_yaw,
+                               facing_stick=facing_stick)
+        desired = self.trajectory.desired_velocity
+        rate = np.linalg.norm(desired - self._last_desired) / max(dt, 1e-9)
+        self._last_desired = desired.copy()
+
+        next_row = self.frame + 1
+        at_end = next_row >= self._clip_stop
+        self.frames_since_search += 1
+        searched = transitioned = False
+        if at_end or self.frames_since_search >= cfg.search_every or rate > cfg.force_search_rate:
+            searched = True
+            self.frames_since_search = 0
+            target, transitioned = self._search(min(next_row, self._clip_stop - 1))
+            if transitioned:
+                src = self._pose(min(next_row, self._clip_stop - 1))
+                self.inertializer.transition(src, self._pose(target))
+                next_row = target
+        if not transitioned and next_row >= self._clip_stop:  # nothing better: hold the last row
+            next_row = self._clip_stop - 1
+        self.frame = next_row
+        self._clip_stop = self.db.ranges[self.db.clip_of(self.frame), 1]
+        self._move_root(dt)
+        out = self.inertializer.update(self._pose(self.frame), dt)
+        yaw = _yaw_quat(self.root_direction)
+        world_pos = _yaw_rotate(self.root_direction, out.positions) + self.root_position
+        world_rot = quat.mul(np.broadcast_to(yaw, out.rotations.shape), out.rotations)
+        return MatchingOutput(world_pos, world_rot, self.root_position.copy(), self.root_direction.copy(),
+                              self.frame, self.db.contacts[self.frame].copy(), searched, transitioned)
+
+    def _move_root(self, dt: float) -> None:
+        """Root motion of the playing row, then pull toward the simulation and clamp."""
+        cfg = self.config
+        a, b = self.layout["root_velocity"]
+        v_rs = self.db.pose[self.frame, a:b].astype(np.float64)
+        a, b = self.layout["root_angular_velocity"]
+        yaw_rate = float(self.db.pose[self.frame, a + 1])
+        self.root_position = self.root_position + _yaw_rotate(self.root_direction, v_rs) * dt
+        self.root_position[1] = 0
+        ang = np.arctan2(self.root_direction[0], self.root_direction[2]) + yaw_rate * dt
+        sim = self.trajectory.sim
+        sim_dir = sim.direction
+        sim_ang = np.arctan2(sim_dir[0], sim_dir[2])
+        # pull toward the simulation, at most adjust_speed_ratio x the animation's speed (MM)
+        speed = float(np.linalg.norm(v_rs))
+        step = springs.damper(self.root_position, sim.position, cfg.adjust_halflife, dt) - self.root_position
+        n = float(np.linalg.norm(step))
+        limit = cfg.adjust_speed_ratio * speed * dt
+        if n > limit:
+            step *= limit / n
+        self.root_position = self.root_position + step
+        diff = np.angle(np.exp(1j * (sim_ang - ang)))
+        turn = diff * (1 - np.exp(-np.log(2) * dt / cfg.adjust_rotation_halflife))
+        turn_limit = cfg.adjust_speed_ratio * abs(yaw_rate) * dt
+        ang = ang + float(np.clip(turn, -turn_limit, turn_limit))
+        # clamp
+        off = self.root_position - sim.position
+        dist = np.linalg.norm(off)
+        if dist > cfg.clamp_distance:
+            self.root_position = sim.position + off * (cfg.clamp_distance / dist)
+        diff = np.angle(np.exp(1j * (ang - sim_ang)))
+        if abs(diff) > cfg.clamp_angle:
+            ang = sim_ang + np.sign(diff) * cfg.clamp_angle
+        self.root_direction = np.array([np.sin(ang), 0.0, np.cos(ang)])

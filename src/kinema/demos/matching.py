@@ -1,0 +1,199 @@
+"""``kinema demo matching``: motion matching driven by a gamepad, the keyboard or a script.
+
+A database (``--db`` file, or built from ``--data`` motion files with ``--config``;
+default: ../shared/data/lafan1 with mirroring) feeds a
+:class:`kinema.control.matching.MotionMatchingController`, wrapped in the engine component
+:class:`MotionMatchingComponent` that poses an :class:`kinema.engine.Actor`.
+
+Interactive (default): left stick / WASD moves (camera-relative), hold the right trigger or
+shift to walk. ``--headless --frames N --out DIR`` follows a scripted joystick track
+(forward, turns, backwards, stop, diagonal, walk) and writes ``metrics.json``: root
+position error and heading error of the character against the simulated (requested)
+trajectory, foot skating (horizontal toe speed while the database labels the toe in
+contact), searches, transitions and step time; with ``--render`` (or whenever the
+renderer can run) it also writes ``matching.mp4``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from kinema.control.matching import MatchingConfig, MotionMatchingController
+from kinema.engine import Actor, App, Component, Scene, ScriptedInput, stick
+from kinema.errors import KinemaError
+from kinema.motion import Skeleton
+from kinema.motion.kinematics import inverse
+
+DESCRIPTION = "motion matching: stick -> springs -> exact search -> inertialized playback (metrics, MP4)"
+
+
+class MotionMatchingComponent(Component):
+    """Engine component: reads the stick each step, runs the controller, poses the actor.
+
+    Args:
+        controller: the motion-matching controller.
+        actor: the :class:`Actor` to pose (optional).
+        toes: joint indices whose skating is measured (default: the database's toes).
+    """
+
+    def __init__(self, controller: MotionMatchingController, actor: Actor | None = None,
+                 toes: tuple[int, int] | None = None):
+        self.controller = controller
+        self.actor = actor
+        names = controller.db.joint_names
+        cfg = controller.db.config
+        self.toes = list(toes) if toes is not None else [names.index(cfg.left_toe), names.index(cfg.right_toe)]
+        self.parents = np.asarray(controller.db.parents)
+        self.records: dict[str, list] = {"root_error": [], "heading_error": [], "skate": [], "searched": [],
+                                         "transitioned": [], "step_s": [], "root": []}
+        self._prev_toes: np.ndarray | None = None
+        self.output = None
+
+    def update(self, dt: float) -> None:
+        inp = self.app.input if self.app is not None else None
+        s = stick(inp) if inp is not None else np.zeros(2, np.float32)
+        walk = False
+        if inp is not None:
+            walk = bool({"left_shift", "right_shift"} & set(inp.keys_down)) or \
+                inp.gamepad_axes.get("right_trigger", -1.0) > 0.0
+        t0 = time.perf_counter()
+        out = self.controller.step(s, dt, walk=walk)
+        self.records["step_s"].append(time.perf_counter() - t0)
+        self.output = out
+        sim = self.controller.trajectory.sim
+        self.records["root_error"].append(float(np.linalg.norm(out.root_position - sim.position)))
+        cosang = float(np.clip(out.root_direction @ sim.direction, -1.0, 1.0))
+        self.records["heading_error"].append(float(np.degrees(np.arccos(cosang))))
+        self.records["searched"].append(out.searched)
+        self.records["transitioned"].append(out.transitioned)
+        self.records["root"].append(out.root_position.tolist())
+        toes = out.positions[self.toes]
+        if self._prev_toes is not None:
+            speed = np.linalg.norm((toes - self._prev_toes)[:, [0, 2]], axis=1) / dt
+            self.records["skate"].extend(speed[out.contacts].tolist())
+        self._prev_toes = toes
+        if self.actor is not None:
+            rot, pos = inverse(out.rotations, out.positions, self.parents)
+            self.actor.set_pose(rot, pos)
+
+    def metrics(self) -> dict:
+        r = self.records
+        skate = np.array(r["skate"]) if r["skate"] else np.zeros(1)
+        return {
+            "frames": len(r["step_s"]),
+            "root_position_error_m": {"mean": float(np.mean(r["root_error"])), "max": float(np.max(r["root_error"]))},
+            "heading_error_deg": {"mean": float(np.mean(r["heading_error"])), "max": float(np.max(r["heading_error"]))},
+            "foot_skating_m_per_s": {"mean": float(skate.mean()), "median": float(np.median(skate)),
+                                     "contact_samples": int(len(r["skate"]))},
+            "searches": int(np.sum(r["searched"])),
+            "transitions": int(np.sum(r["transitioned"])),
+            "distance_travelled_m": float(np.linalg.norm(np.diff(np.array(r["root"]), axis=0), axis=1).sum())
+            if len(r["root"]) > 1 else 0.0,
+            "step_ms": {"mean": 1000 * float(np.mean(r["step_s"])), "max": 1000 * float(np.max(r["step_s"]))},
+        }
+
+
+def joystick_track(frames: int, fps: float = 60.0) -> ScriptedInput:
+    """The scripted test track (left stick, gamepad convention: y +1 is pulled back):
+    run forward, turn right, run back toward the camera, stop, diagonal, then walk."""
+    t = np.arange(frames) / fps
+    phase = t % 16.0
+    x = np.select([phase < 4, phase < 7, phase < 9, phase < 10, phase < 13], [0.0, 1.0, 0.0, 0.0, -0.7], 0.0)
+    y = np.select([phase < 4, phase < 7, phase < 9, phase < 10, phase < 13], [-1.0, 0.0, 1.0, 0.0, -0.7], -1.0)
+    trigger = np.where(phase >= 13, 1.0, -1.0)  # walk in the last part
+    return ScriptedInput(fps, axes={"left_x": x, "left_y": y, "right_trigger": trigger}, end="hold")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--headless", action="store_true", help="follow the scripted track, write metrics")
+    parser.add_argument("--frames", type=int, default=1200, help="fixed steps (60 Hz) to run headless")
+    parser.add_argument("--out", type=Path, default=Path("out/demo_matching"), help="folder for metrics/MP4")
+    parser.add_argument("--db", type=Path, default=None, help="database file (kinema db build)")
+    parser.add_argument("--data", nargs="*", default=None, help="motion files/folders to build a database from")
+    parser.add_argument("--config", default="lafan1", help="database config when building (preset or JSON)")
+    parser.add_argument("--no-mirror", action="store_true", help="build without mirrored clips")
+    parser.add_argument("--render", action="store_true", help="headless: render and write matching.mp4")
+    parser.add_argument("--render-every", type=int, default=2, help="headless: render every N steps")
+
+
+def _database(args):
+    from kinema.matching.database import Database, build_from_paths
+    if args.db is not None:
+        return Database.load(args.db)
+    paths = args.data
+    if not paths:
+        from kinema.data import shared_path
+        lafan = shared_path("lafan1")
+        if lafan is None:
+            raise KinemaError("demo matching: no --db or --data given and ../shared/data/lafan1 is absent")
+        paths = [lafan]
+    return build_from_paths(paths, args.config, mirror=not args.no_mirror, progress=True)
+
+
+def _skeleton(db) -> Skeleton:
+    return Skeleton(list(db.joint_names), np.asarray(db.parents), np.asarray(db.offsets))
+
+
+class _Follow:
+    """App program: keeps the camera behind the character."""
+
+    def __init__(self, comp: MotionMatchingComponent):
+        self.comp = comp
+
+    def draw(self, renderer) -> None:
+        out = self.comp.output
+        cam = getattr(renderer, "camera", None)
+        if out is None or cam is None:
+            return
+        target = out.root_position + np.array([0.0, 1.0, 0.0])
+        cam.set_fixed(target + np.array([3.0, 1.5, -4.0]), target)
+
+
+def run(args: argparse.Namespace) -> int:
+    db = _database(args)
+    print(f"demo matching: database {db.fingerprint}: {db.rows} rows, {len(db.clip_names)} clips")
+    controller = MotionMatchingController(db, config=MatchingConfig())
+    scene = Scene("matching")
+    actor = Actor(_skeleton(db))
+    ent = scene.create_entity("character")
+    ent.add(actor)
+    comp = MotionMatchingComponent(controller, actor)
+    ent.add(comp)
+    db.index  # build the search structure before the clock starts
+    renderer, video = None, None
+    want_render = (not args.headless) or args.render
+    if want_render:
+        try:
+            from kinema.render import Renderer
+            renderer = Renderer()
+            renderer.open(960, 540, "kinema: motion matching", headless=bool(args.headless))
+        except Exception as e:  # rendering is optional: report and go on without it
+            print(f"demo matching: renderer unavailable ({e}); running without rendering")
+            renderer = None
+    if args.headless:
+        args.out.mkdir(parents=True, exist_ok=True)
+        if renderer is not None:
+            video = args.out / "matching.mp4"
+            renderer.start_recording(video, fps=60.0 / max(1, args.render_every))
+        app = App(scene, _Follow(comp), mode="headless", fps=60.0, renderer=renderer,
+                  render_every=args.render_every, input=joystick_track(args.frames))
+        try:
+            app.run(frames=args.frames)
+        finally:
+            if renderer is not None:
+                renderer.stop_recording()
+                renderer.close()
+        metrics = comp.metrics()
+        metrics.update({"database": db.info() | {"clips": len(db.clip_names)}, "video": str(video) if video else None})
+        (args.out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+        print(f"demo matching: {metrics['frames']} frames, root error {metrics['root_position_error_m']['mean']:.3f} m, "
+              f"heading error {metrics['heading_error_deg']['mean']:.1f} deg, foot skating "
+              f"{metrics['foot_skating_m_per_s']['mean']:.3f} m/s, {metrics['transitions']} transitions "
+              f"-> {args.out / 'metrics.json'}")
+        return 0
+    App(scene, _Follow(comp), mode="standalone", fps=60.0, renderer=renderer).run()
+    return 0
