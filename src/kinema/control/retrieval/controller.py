@@ -1,0 +1,121 @@
+"""Runtime character controller around a retrieval checkpoint (one character, per frame).
+
+Three modes share one character state (pose vector, root on the floor) so they can be
+switched live:
+
+- ``"retrieval"``: the retrieval-augmented Mamba, candidates searched every ``refresh``
+  frames from the character's own pose and the joystick, advanced one row per frame;
+- ``"no_retrieval"``: a model trained without retrieval when one is given, else the same
+  model fed only its learned null token;
+- ``"matching"``: motion-matching playback from the same database (search every
+  ``refresh`` frames, play the best row's successors).
+
+The joystick is the 12-d trajectory request relative to the character's root
+(:meth:`kinema.control.trajectory.Prediction.features` gives it from a gamepad).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from kinema.control.retrieval.database import Database, pose_layout
+from kinema.control.retrieval.rollout import CandidateStream, integrate_root, query
+from kinema.control.retrieval.sequences import PoseNormaliser, Retriever
+from kinema.errors import KinemaError
+from kinema.nn.checkpoint import load_checkpoint
+
+MODES = ("retrieval", "no_retrieval", "matching")
+
+
+class RetrievalController:
+    """Drive one character with a retrieval checkpoint (see the module docstring).
+
+    Args:
+        checkpoint: path of a RetrievalMamba checkpoint trained with retrieval.
+        db: its database (fingerprint checked).
+        baseline: optional checkpoint trained without retrieval (same database).
+        start_row: database row whose pose starts the character (default: first row).
+    """
+
+    def __init__(self, checkpoint: str | Path, db: Database, baseline: str | Path | None = None,
+                 start_row: int = 0, mode: str = "retrieval"):
+        self.model, meta = load_checkpoint(checkpoint)
+        if meta.get("fingerprint") != db.fingerprint:
+            raise KinemaError(f"{checkpoint}: trained on database {meta.get('fingerprint')}, got {db.fingerprint}")
+        self.base = None
+        if baseline is not None:
+            self.base, bmeta = load_checkpoint(baseline)
+            if bmeta.get("fingerprint") != db.fingerprint:
+                raise KinemaError(f"{baseline}: trained on database {bmeta.get('fingerprint')}, got {db.fingerprint}")
+        self.db = db
+        self.norm = PoseNormaliser.from_json(meta["normalisation"]["pose"])
+        rc = meta.get("retrieval", {})
+        self.retriever = Retriever(db, self.norm, k=rc.get("k", 4), top=rc.get("top", 16), tau=0.0,
+                                   refresh=rc.get("refresh", 6))
+        self.layout = pose_layout(db.num_joints)
+        self.mode = mode
+        self.reset(start_row)
+
+    def reset(self, row: int = 0, position=(0.0, 0.0, 0.0), direction=(0.0, 0.0, 1.0)) -> None:
+        """Put the character in database row ``row``'s pose at a root on the floor."""
+        self.pose = self.db.poses[row].copy()
+        self.root_pos = np.array([position], np.float32)
+        self.root_dir = np.array([direction], np.float32)
+        self.state = self.model.initial_state(1)
+        self.base_state = None if self.base is None else self.base.initial_state(1)
+        self.stream = CandidateStream(self.retriever, None, None)
+        self.frame = 0
+        self.played = None
+        self.contacts = np.zeros(2, np.float32)
+
+    def set_mode(self, mode: str) -> None:
+        if mode not in MODES:
+            raise KinemaError(f"unknown controller mode {mode!r}; choose from {MODES}")
+        self.mode = mode
+        self.played = None
+
+    @torch.no_grad()
+    def step(self, control: np.ndarray) -> np.ndarray:
+        """Advance one frame (1/60 s) with the joystick ``control`` (12,); returns the raw
+        pose vector (P,)."""
+        ctrl = np.asarray(control, np.float32).reshape(1, 12)
+        pose_n = torch.as_tensor(self.norm.normalise(self.pose[None]))
+        c = torch.as_tensor(ctrl)
+        _, cand = self.stream(self.frame, self.pose[None], ctrl)
+        out, self.state = self.model.step(self.state, c, pose_n, torch.as_tensor(cand) if self.mode == "retrieval" else None)
+        if self.base is not None:
+            bout, self.base_state = self.base.step(self.base_state, c, pose_n)
+        if self.mode == "matching":
+            if self.played is None or self.frame % self.retriever.refresh == 0:
+                idx, _ = self.db.search(query(self.retriever, self.pose[None], ctrl), 1)
+                self.played, self.since = int(idx[0, 0]), 0
+            self.since += 1
+            row = int(self.db.successor(np.array([self.played]), self.since)[0])
+            new = self.db.poses[row].copy()
+            self.contacts = self.db.contacts[row].copy()
+        else:
+            o = bout if (self.mode == "no_retrieval" and self.base is not None) else out
+            new = self.norm.denormalise(o["pose"].numpy())[0]
+            self.contacts = (torch.sigmoid(o["contact_logits"])[0].numpy() > 0.5).astype(np.float32)
+        if not np.all(np.isfinite(new)):
+            raise KinemaError(f"the {self.mode} controller produced a non-finite pose at frame {self.frame}")
+        self.pose = new
+        self.root_pos, self.root_dir = integrate_root(self.root_pos, self.root_dir, new[None, :3])
+        self.frame += 1
+        return new
+
+    def joint_positions(self) -> np.ndarray:
+        """World joint positions (J, 3) of the current pose."""
+        a, b = self.layout["positions"]
+        local = self.pose[a:b].reshape(-1, 3)
+        d = self.root_dir[0]
+        s, c = d[0], d[2]
+        world = np.stack([c * local[:, 0] + s * local[:, 2], local[:, 1], c * local[:, 2] - s * local[:, 0]], -1)
+        return world + self.root_pos[0]
+
+    @property
+    def root(self) -> tuple[np.ndarray, np.ndarray]:
+        """Root position and facing direction (3,), (3,)."""
+        return self.root_pos[0].copy(), self.root_dir[0].copy()
