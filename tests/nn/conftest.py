@@ -23,3 +23,13 @@ def lafan_poses(shared_data) -> torch.Tensor:
 def lafan_motion(shared_data):
     """The LaFAN1 walk as a kinema Motion."""
     return kinema.load(shared_data / "lafan1" / "walk4_subject1.bvh")
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """The nn tests use small models: one intra-op thread is as fast and does not spin
+    against other processes on a shared 2-core machine. Restored afterwards."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -37,11 +37,7 @@ def test_two_gloo_ranks_match_single_process(tmp_path, lafan_poses):
     ddp = json.loads((tmp_path / "ddp.json").read_text())
     assert ddp["world_size"] == 2
 
-    torch.set_num_threads(1)
-    try:
-        single = train_mlp(x, y, steps, batch, lr=1e-2)
-    finally:
-        torch.set_num_threads(2)
+    single = train_mlp(x, y, steps, batch, lr=1e-2)  # one thread, like each rank (conftest)
     a, b = np.array(ddp["step_loss"]), np.array(single)
     assert len(a) == len(b) == steps
     assert b[-1] < b[0] * 0.5  # the run actually trains
