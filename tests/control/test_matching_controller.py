@@ -86,4 +86,9 @@ def test_demo_headless_metrics(shared_data, tmp_path, capsys):
     assert np.isfinite(m["foot_skating_m_per_s"]["mean"]) and m["foot_skating_m_per_s"]["contact_samples"] > 0
     assert m["searches"] >= 480 // 6 and m["transitions"] > 0
     assert m["distance_travelled_m"] > 10  # the scripted track runs for most of 8 s
-    assert "root error" in capsys.readouterr().out
+    assert "root error" in capsys.readouterr().out and m["foot_lock"]
+    # foot locking reduces the skating of the same run
+    rc = main(["demo", "matching", "--headless", "--frames", "480", "--out", str(tmp_path / "nolock"),
+               "--config", "bandai", "--no-foot-lock", "--data", *map(str, files)])
+    free = json.loads((tmp_path / "nolock" / "metrics.json").read_text())
+    assert free["foot_skating_m_per_s"]["mean"] > m["foot_skating_m_per_s"]["mean"]

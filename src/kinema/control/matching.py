@@ -46,6 +46,10 @@ class MatchingConfig:
             speed/turn rate (no sliding while standing).
         clamp_distance: max metres between character root and simulation.
         clamp_angle: max radians between their facings.
+        foot_lock: pin each foot (ankle) where its toe's contact began, with leg IK
+            (:func:`kinema.ik.pose.solve_pose`); a lock is released when the animated foot
+            moves ``unlock_radius`` metres away or the contact ends, after which the
+            foot returns to the animation with a damper of ``lock_halflife`` (MM: 0.2 m, 0.1 s).
     """
 
     search_every: int = 6
@@ -58,6 +62,9 @@ class MatchingConfig:
     adjust_speed_ratio: float = 0.5
     clamp_distance: float = 0.15
     clamp_angle: float = np.pi / 2
+    foot_lock: bool = False
+    unlock_radius: float = 0.2
+    lock_halflife: float = 0.1
 
 
 @dataclass
@@ -123,6 +130,11 @@ class MotionMatchingController:
         self.frames_since_search = 0
         self._last_desired = np.zeros(3)
         self._clip_stop = db.ranges[db.clip_of(self.frame), 1]
+        names = db.joint_names
+        self._feet = [names.index(db.config.left_foot), names.index(db.config.right_foot)]
+        self._lock_pos = [None, None]
+        self._locked = [False, False]
+        self._lock_weight = np.zeros(2)
 
     # -- pose rows -------------------------------------------------------------------------
     def _pose(self, row: int) -> PoseState:
@@ -197,8 +209,40 @@ class MotionMatchingController:
         yaw = _yaw_quat(self.root_direction)
         world_pos = _yaw_rotate(self.root_direction, out.positions) + self.root_position
         world_rot = quat.mul(np.broadcast_to(yaw, out.rotations.shape), out.rotations)
+        contacts = self.db.contacts[self.frame]
+        if cfg.foot_lock:
+            world_rot, world_pos = self._lock_feet(world_rot, world_pos, contacts, dt)
         return MatchingOutput(world_pos, world_rot, self.root_position.copy(), self.root_direction.copy(),
-                              self.frame, self.db.contacts[self.frame].copy(), searched, transitioned)
+                              self.frame, contacts.copy(), searched, transitioned)
+
+    def _lock_feet(self, rot: np.ndarray, pos: np.ndarray, contacts: np.ndarray, dt: float
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        """Online foot locking with two-bone leg IK (see MatchingConfig.foot_lock)."""
+        from kinema.ik.pose import solve_pose
+        cfg = self.config
+        parents = np.asarray(self.db.parents)
+        for k, foot in enumerate(self._feet):
+            anim = pos[foot].copy()
+            if contacts[k] and not self._locked[k]:
+                self._locked[k] = True
+                self._lock_pos[k] = anim.copy()
+            elif self._locked[k] and (not contacts[k] or np.linalg.norm(anim - self._lock_pos[k]) > cfg.unlock_radius):
+                self._locked[k] = False
+            # the lock starts where the foot is (weight 1 at once is continuous); on release
+            # the weight decays so the foot glides back to the animation
+            self._lock_weight[k] = 1.0 if self._locked[k] else \
+                float(springs.damper(self._lock_weight[k], 0.0, cfg.lock_halflife, dt))
+            w = self._lock_weight[k]
+            if w < 1e-3 or self._lock_pos[k] is None:
+                continue
+            target = self._lock_pos[k] * w + anim * (1 - w)
+            knee = int(parents[foot])
+            hip = int(parents[knee])
+            mid = 0.5 * (pos[hip] + pos[foot])
+            res = solve_pose(rot[None], pos[None], parents, hip, {foot: target[None]},
+                             poles={knee: (pos[knee] + (pos[knee] - mid))[None]}, max_iterations=10)
+            rot, pos = res.rotations[0], res.positions[0]
+        return rot, pos
 
     def _move_root(self, dt: float) -> None:
         """Root motion of the playing row, then pull toward the simulation and clamp."""

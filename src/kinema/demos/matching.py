@@ -10,7 +10,8 @@ shift to walk. ``--headless --frames N --out DIR`` follows a scripted joystick t
 (forward, turns, backwards, stop, diagonal, walk) and writes ``metrics.json``: root
 position error and heading error of the character against the simulated (requested)
 trajectory, foot skating (horizontal toe speed while the database labels the toe in
-contact), searches, transitions and step time; with ``--render`` (or whenever the
+contact), searches, transitions and step time (foot locking on unless
+``--no-foot-lock``); with ``--render`` (or whenever the
 renderer can run) it also writes ``matching.mp4``.
 """
 from __future__ import annotations
@@ -116,6 +117,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", nargs="*", default=None, help="motion files/folders to build a database from")
     parser.add_argument("--config", default="lafan1", help="database config when building (preset or JSON)")
     parser.add_argument("--no-mirror", action="store_true", help="build without mirrored clips")
+    parser.add_argument("--no-foot-lock", action="store_true", help="disable foot locking (leg IK)")
     parser.add_argument("--render", action="store_true", help="headless: render and write matching.mp4")
     parser.add_argument("--render-every", type=int, default=2, help="headless: render every N steps")
 
@@ -156,7 +158,8 @@ class _Follow:
 def run(args: argparse.Namespace) -> int:
     db = _database(args)
     print(f"demo matching: database {db.fingerprint}: {db.rows} rows, {len(db.clip_names)} clips")
-    controller = MotionMatchingController(db, config=MatchingConfig())
+    controller = MotionMatchingController(db, config=MatchingConfig(foot_lock=not args.no_foot_lock,
+                                                                    unlock_radius=0.3))
     scene = Scene("matching")
     actor = Actor(_skeleton(db))
     ent = scene.create_entity("character")
@@ -188,7 +191,8 @@ def run(args: argparse.Namespace) -> int:
                 renderer.stop_recording()
                 renderer.close()
         metrics = comp.metrics()
-        metrics.update({"database": db.info() | {"clips": len(db.clip_names)}, "video": str(video) if video else None})
+        metrics.update({"database": db.info() | {"clips": len(db.clip_names)}, "video": str(video) if video else None,
+                        "foot_lock": not args.no_foot_lock})
         (args.out / "metrics.json").write_text(json.dumps(metrics, indent=2))
         print(f"demo matching: {metrics['frames']} frames, root error {metrics['root_position_error_m']['mean']:.3f} m, "
               f"heading error {metrics['heading_error_deg']['mean']:.1f} deg, foot skating "
