@@ -118,7 +118,7 @@ class Batch:
 
 class WindowSampler:
     """Random windows of ``length + 1`` rows inside the training clips of ``db`` with
-    candidates precomputed per row (top rows of each row's ground-truth query)."""
+    candidates from each search row's ground-truth query (searched once per row)."""
 
     def __init__(self, retriever: Retriever, clips: np.ndarray, length: int, seed: int = 0):
         self.r, self.db, self.length = retriever, retriever.db, length
@@ -126,15 +126,21 @@ class WindowSampler:
         self.clips = np.asarray([c for c in clips if self.db.ranges[c, 1] - self.db.ranges[c, 0] > length + 1])
         if len(self.clips) == 0:
             raise ValueError(f"no training clip is longer than {length + 1} frames")
-        rows = np.concatenate([np.arange(*self.db.ranges[c]) for c in self.clips])
         self._top = np.full((self.db.num_rows, retriever.top), -1, np.int64)
         self._cost = np.zeros((self.db.num_rows, retriever.top), np.float32)
-        for start in range(0, len(rows), 4096):
-            part = rows[start:start + 4096]
-            ex = retriever.exclusions(self.db.clip_of_row[part])
-            self._top[part], self._cost[part] = retriever.search(self.db.normalised[part], ex)
+        self._done = np.zeros(self.db.num_rows, bool)
         lengths = self.db.ranges[self.clips, 1] - self.db.ranges[self.clips, 0] - length
         self.weights = lengths / lengths.sum()
+
+    def top_rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Top rows and costs (..., top) of the ground-truth queries of ``rows`` (...),
+        own clip and mirror twin excluded; searched on first use and kept."""
+        todo = np.unique(rows[~self._done[rows]])
+        if len(todo):
+            ex = self.r.exclusions(self.db.clip_of_row[todo])
+            self._top[todo], self._cost[todo] = self.r.search(self.db.normalised[todo], ex)
+            self._done[todo] = True
+        return self._top[rows], self._cost[rows]
 
     def starts(self, batch: int) -> np.ndarray:
         clips = self.rng.choice(self.clips, batch, p=self.weights)
@@ -149,7 +155,8 @@ class WindowSampler:
         searched = rows - since
         searched = np.maximum(searched, self.db.ranges[self.db.clip_of_row[rows[:, :1]], 0])
         since = rows - searched
-        idx, cost = self.r.sample(self._top[searched.reshape(-1)], self._cost[searched.reshape(-1)], self.rng)
+        top, top_cost = self.top_rows(searched.reshape(-1))
+        idx, cost = self.r.sample(top, top_cost, self.rng)
         idx = idx.reshape(b, length, -1)
         cost = cost.reshape(b, length, -1)
         # One sample per search: frames sharing a search share its candidates.
