@@ -127,3 +127,17 @@ def test_plot_losses_handles_val(tmp_path):
     p = plot_losses({"step_loss": [1.0, 0.5, 0.2, 0.1], "train": [0.7, 0.15], "val": [0.8, 0.3]},
                     tmp_path / "x" / "l.png")
     assert p.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_trainer_fits_mamba_on_real_windows_with_parallel_scan(lafan_poses):
+    from kinema.nn.mamba import Mamba
+    windows = torch.stack([lafan_poses[1000 + 20 * i: 1000 + 20 * i + 17] for i in range(32)])
+    x, y = windows[:, :-1], windows[:, 1:]
+    seed_everything(0)
+    model = Mamba(89, 89, d_model=32, n_layers=1, d_state=4, scan="parallel", chunk=8)
+    model.input_norm.fit(x)
+    model.output_norm.fit(y)
+    t = Trainer(model, (x[:24], y[:24]), (x[24:], y[24:]), _config(epochs=6, batch_size=8, lr=1e-2))
+    hist = t.fit()
+    assert hist["train"][-1] < hist["train"][0] / 3
+    assert hist["val"][-1] < hist["val"][0]

@@ -150,7 +150,12 @@ class Trainer:
         self._epoch_losses: list[float] = []
         self._writer = None
         if tensorboard and self.out_dir is not None and self.rank == 0:
-            from torch.utils.tensorboard import SummaryWriter  # optional dependency
+            try:
+                from torch.utils.tensorboard import SummaryWriter  # optional dependency
+            except ImportError as e:
+                from kinema.errors import KinemaError
+                raise KinemaError("tensorboard=True needs the tensorboard package "
+                                  "(pip install tensorboard)") from e
             self._writer = SummaryWriter(str(self.out_dir / "tensorboard"))
 
     # ------------------------------------------------------------------ batches
