@@ -7,17 +7,14 @@ samples, bloom at half resolution, a 2048 shadow map): the ratio column is kinem
 default settings against it. Before/after images of both settings are written to
 ``--out`` (default ``benchmarks/out/render``) with their pixel difference.
 
-Run: ``.venv/bin/python benchmarks/run.py render`` (starts Xvfb itself when there is no
-display). Each measurement waits for the GPU (glFinish) after every frame; configurations
+Run: ``.venv/bin/python benchmarks/run.py render``. Without a display the renderer uses
+an OSMesa context (no X server); with one (a real GPU, or Xvfb) a hidden window's context. Each measurement waits for the GPU (glFinish) after every frame; configurations
 are measured in interleaved rounds and each keeps its best round, so a burst of load from
 other processes does not land on one configuration only.
 """
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -39,16 +36,6 @@ def _parse(argv):
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (best one kept)")
     p.add_argument("--out", default=str(HERE / "out" / "render"))
     return p.parse_args(argv)
-
-
-def _reexec_under_xvfb(argv) -> int | None:
-    if os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
-        return None
-    if shutil.which("xvfb-run") is None:
-        print("bench_render: no display and no xvfb-run; skipped")
-        return 0
-    cmd = ["xvfb-run", "-a", "-s", "-screen 0 1920x1080x24", sys.executable, str(Path(__file__).resolve()), *argv]
-    return subprocess.call(cmd)
 
 
 def _fps(renderer, draw, frames: int) -> float:
@@ -79,19 +66,16 @@ def _set(renderer, on: set[str], **settings) -> None:
 
 
 def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    code = _reexec_under_xvfb(argv)
-    if code is not None:
-        return code
-    args = _parse(argv)
+    args = _parse(list(sys.argv[1:] if argv is None else argv))
     import imageio.v2 as imageio
 
     import kinema
     from kinema.data import sample_path, shared_path
-    from kinema.render import Renderer
+    from kinema.render import Renderer, display_available
 
     geno_path = shared_path("characters", "geno", "geno.glb") or sample_path("geno", "geno.glb")
     geno = kinema.load_character(geno_path)
+    from kinema.render.gl import gl_info
     sizes = [tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",")]
     counts = [int(c) for c in args.counts.split(",")]
     out = Path(args.out)
@@ -100,6 +84,7 @@ def main(argv=None) -> int:
     for w, h in sizes:
         r = Renderer(show_fps=False)
         r.open(w, h, "kinema bench", headless=True)
+        print(f"  context: {gl_info()['renderer']} ({'X display' if display_available() else 'OSMesa, no display'})")
         model = r.load_character(geno)
         rot, pos = model.bind_pose()
         r.camera.halflife = 0.0

@@ -341,7 +341,9 @@ class Pipeline:
             s.use()
             s.set_matrix("viewProj", view_proj)
             s.set_float("viewport", float(target.width), float(target.height))
+            rl.rl_disable_depth_mask()   # tested, not written: SSAO must not see lines as walls
             self.lines.draw()
+            rl.rl_enable_depth_mask()
         rl.rl_disable_shader()
         gl.unbind_textures(2)
         rl.rl_disable_depth_test()

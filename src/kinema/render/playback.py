@@ -97,12 +97,15 @@ class Clip:
         rot, pos = self.pose(frame, mirror)
         if self.character is not None:
             renderer.draw_character(self.character, rot, pos, tint=tint)
-            parents = self.character.skeleton.parents
         else:
             renderer.draw_body(pos, self.motion.parents)
-            parents = self.motion.parents
-        if skeleton:
-            renderer.draw_skeleton(pos, parents, (1.0, 1.0, 1.0, 1.0), width=2.0)
+        if skeleton:   # the motion's own joints (a character may add rig-only joints)
+            key = ("joints", bool(mirror))
+            if key not in self._poses:
+                m = self.motion.mirror() if mirror else self.motion
+                self._poses[key] = m.global_positions()
+            f = int(np.clip(frame, 0, self.num_frames - 1))
+            renderer.draw_skeleton(self._poses[key][f], self.motion.parents, (1.0, 1.0, 1.0, 1.0), width=2.0)
 
     def frame_camera(self, rig, mode: str, frame: int, time: float | None = None) -> None:
         """Point the camera rig at the clip: ``orbit`` turns slowly around the focus (when
