@@ -127,3 +127,18 @@ def test_inference_step_without_grad_matches():
         y0, s1 = m.step(s, x[:, 0])
     assert (y_ng - m(x).detach()).abs().max() < 1e-10
     assert torch.all(s.h[0] == 0)  # the caller's state is not modified in place
+
+
+def test_cached_A_follows_parameter_updates():
+    m = _small()
+    x = torch.randn(1, 4, 7, dtype=torch.float64)  # A matters from the second frame on
+    with torch.inference_mode():
+        y1 = m.rollout_steps(x)
+    with torch.no_grad():
+        for layer in m.layers:
+            layer.mixer.A_log.add_(0.5)  # in-place update, as an optimizer does
+    with torch.inference_mode():
+        y2 = m.rollout_steps(x)
+    y_ref = m.rollout_steps(x).detach()  # grad mode: no cache
+    assert (y2 - y_ref).abs().max() < 1e-12
+    assert (y1 - y2).abs().max() > 1e-6

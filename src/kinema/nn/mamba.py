@@ -137,6 +137,19 @@ class MambaMixer(nn.Module):
             dt = dt.clamp_min(dt_floor)
             self.dt_proj.bias.copy_(dt + torch.log(-torch.expm1(-dt)))  # inverse softplus
 
+    def _A(self) -> torch.Tensor:
+        """A = -exp(A_log) (Di, N). Without grad it is cached until A_log changes (its
+        version counter moves on every in-place update, e.g. an optimizer step)."""
+        if torch.is_grad_enabled():
+            return -torch.exp(self.A_log)
+        key = (self.A_log._version, self.A_log.data_ptr(), self.A_log.dtype, self.A_log.device)
+        cache = getattr(self, "_A_cache", None)
+        if cache is None or cache[0] != key:
+            with torch.inference_mode(False), torch.no_grad():
+                cache = (key, -torch.exp(self.A_log))
+            self._A_cache = cache
+        return cache[1]
+
     def _ssm_inputs(self, xc: torch.Tensor):
         """dt (..., Di), B (..., N), C (..., N) from the conv output xc (..., Di)."""
         dt_low, b, c = self.x_proj(xc).split([self.dt_rank, self.d_state, self.d_state], dim=-1)
@@ -172,7 +185,7 @@ class MambaMixer(nn.Module):
         win = torch.cat([conv, xi.unsqueeze(-1)], dim=2)  # (B, Di, K)
         xc = F.silu((win * self.conv1d.weight[:, 0]).sum(-1) + self.conv1d.bias)
         dt, b, c = self._ssm_inputs(xc)
-        dA = dt.unsqueeze(-1) * -torch.exp(self.A_log)  # (B, Di, N), before exp
+        dA = dt.unsqueeze(-1) * self._A()  # (B, Di, N), before exp
         if torch.is_grad_enabled():
             h = torch.addcmul((dt * xc).unsqueeze(-1) * b.unsqueeze(1), dA.exp(), h)
         else:  # inference: reuse dA's buffer (fewer passes over the (B, Di, N) state)
