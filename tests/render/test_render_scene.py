@@ -245,3 +245,25 @@ def test_textured_character_shows_its_texture(fresh, sample_data):
     warm = lambda c: (c[:, 0] - c[:, 2]) / (c.max(axis=1) + 1)        # noqa: E731
     assert np.median(warm(rgb(orange))) > 0.35
     assert np.median(warm(rgb(pale))) < np.median(warm(rgb(orange))) - 0.2
+
+
+def test_distant_characters_use_the_simplified_mesh_without_visible_change(fresh, geno):
+    """A small, far character drawn from its clustered LOD covers the same pixels as the
+    full mesh; the full mesh is used when LOD is off."""
+    model = fresh.model_for(geno)
+    rot, pos = model.bind_pose()
+    assert model.meshes[0].shadow_vao is not model.meshes[0].vao
+    assert model.meshes[0].shadow_vao.index_count < 0.8 * model.meshes[0].vao.index_count
+    no_effects(fresh)
+    far = pos + [0.0, 0.0, -14.0]
+    fresh.camera.set_fixed([0.0, 1.0, 4.0], [0.0, 0.9, -14.0])
+    fresh.camera.snap()
+    masks = {}
+    for lod in (0.0, 1e9):
+        fresh.effects.lod_pixels = lod
+        img = render(fresh, lambda r: r.draw_character(geno, rot, far, tint=TINT))
+        masks[lod] = reddish(img)
+    full, simple = masks[0.0], masks[1e9]
+    assert 150 < full.sum() < 5000                              # a small figure
+    iou = (full & simple).sum() / (full | simple).sum()
+    assert iou > 0.85

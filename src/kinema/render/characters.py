@@ -148,6 +148,15 @@ class CharacterModel:
             raise KinemaError(f"character {character.name!r} has {nj} joints; the skinning shader takes {MAX_BONES}")
         self.character = character
         self.meshes = [GpuMesh(m) for m in character.meshes]
+        allv = np.concatenate([np.asarray(m.positions, np.float64) for m in character.meshes])
+        lo, hi = allv.min(axis=0), allv.max(axis=0)
+        self.bind_centre = (lo + hi) / 2            # bind-space bounding sphere
+        self.radius = float(np.linalg.norm(hi - lo) / 2)
+
+    def world_centre(self, bones: np.ndarray) -> np.ndarray:
+        """Approximate posed centre: the bind centre carried by every bone, averaged."""
+        c = np.append(self.bind_centre, 1.0)
+        return (np.asarray(bones, np.float64) @ c)[:, :3].mean(axis=0)
 
     @property
     def num_joints(self) -> int:

@@ -34,6 +34,8 @@ class Effects:
     Attributes:
         shadows, ssao, bloom, fxaa, floor: turn each part on or off.
         ssao_samples: hemisphere samples per AO pixel (1..16).
+        lod_pixels: characters whose bounding sphere is smaller than this on screen (pixels)
+            are drawn from their simplified mesh (0: always the full mesh).
         shadow_size: shadow map edge in texels.
         shadow_soft: 4 filtered shadow compares per pixel (smooth edges) instead of 1.
         shadow_extent: half edge (m) of the square the shadow map covers around the focus.
@@ -55,6 +57,7 @@ class Effects:
     shadow_extent: float = 5.0
     ssao_scale: float = 0.5
     ssao_samples: int = 8
+    lod_pixels: float = 120.0
     ssao_radius: float = 0.3
     ssao_strength: float = 1.1
     bloom_scale: float = 0.25
@@ -208,6 +211,7 @@ class Pipeline:
         t1 = time.perf_counter()
         post = e.ssao or e.bloom or e.fxaa
         target = self.scene if post else self.output
+        self._pixels_per_metre_at_1m = projection[1, 1] * target.height / 2.0
         self._scene_pass(queue, target, projection @ view, camera_position, light)
         sync()
         t2 = time.perf_counter()
@@ -329,11 +333,12 @@ class Pipeline:
                 if c is not last:
                     s.set_matrices("boneMatrices", c.bones)
                     last = c
+                    small = self._on_screen_pixels(c, camera_position) < e.lod_pixels
                 _cull(m.cull)
                 s.set_vec("baseColor", m.base_color * c.tint)
                 if textured:
                     s.set_texture("albedoMap", 0, m.texture)
-                m.vao.draw()
+                (m.shadow_vao if small else m.vao).draw()
             _cull(False)
         # wide lines and points, on top of solids but depth tested
         if self.lines is not None and self.lines.count:
@@ -347,6 +352,11 @@ class Pipeline:
         rl.rl_disable_shader()
         gl.unbind_textures(2)
         rl.rl_disable_depth_test()
+
+    def _on_screen_pixels(self, draw: CharacterDraw, camera_position) -> float:
+        """Diameter in pixels of a character's bounding sphere (for level of detail)."""
+        d = float(np.linalg.norm(draw.model.world_centre(draw.bones) - camera_position))
+        return 2.0 * draw.model.radius / max(d - draw.model.radius, 1e-3) * self._pixels_per_metre_at_1m
 
     def _fullscreen(self, shader: gl.Shader, target: gl.Framebuffer, textures: dict[str, int]) -> None:
         target.bind()
