@@ -81,6 +81,35 @@ def character_pose(character, motion) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(g_rot, np.float32), np.asarray(g_pos, np.float32)
 
 
+def character_pose_world(character, names, g_rot: np.ndarray, g_pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """World pose of ``character`` taking each joint's *world* transform from a pose with joint
+    ``names`` (rotations (F, J, 4), positions (F, J, 3)); joints the pose lacks (end sites)
+    follow their parent with their bind local transform.
+
+    Use it where the character's hierarchy differs from the motion's but its bind pose is the
+    motion skeleton's rest pose in world space (the AI4AnimationPy dog and the MANN BVH)."""
+    index = {n: i for i, n in enumerate(names)}
+    g_rot, g_pos = np.asarray(g_rot, np.float64), np.asarray(g_pos, np.float64)
+    f, parents = g_rot.shape[0], np.asarray(character.skeleton.parents)
+    jn = character.skeleton.num_joints
+    rot, pos = np.zeros((f, jn, 4)), np.zeros((f, jn, 3))
+    if not any(n in index for n in character.skeleton.names):
+        raise KinemaError(f"pose shares no joint names with character {character.name!r}")
+    for j, name in enumerate(character.skeleton.names):
+        if name in index:
+            rot[:, j], pos[:, j] = g_rot[:, index[name]], g_pos[:, index[name]]
+        else:
+            p = parents[j]
+            lr = np.broadcast_to(character.bind_rotations[j].astype(np.float64), (f, 4))
+            lp = np.broadcast_to(character.bind_positions[j].astype(np.float64), (f, 3))
+            if p < 0:
+                rot[:, j], pos[:, j] = lr, lp
+            else:
+                rot[:, j] = quat.mul(rot[:, p], lr)
+                pos[:, j] = pos[:, p] + quat.rotate(rot[:, p], lp)
+    return rot.astype(np.float32), pos.astype(np.float32)
+
+
 @dataclass
 class ServedClip:
     """A motion (optionally skinning a character) ready to stream to a browser.
@@ -92,6 +121,8 @@ class ServedClip:
         color: RGB 0-255 of the character (or the stick figure).
         extras: optional named overlays, each ``(points (F, N, 2, 3), rgb)``: line
             segments per frame drawn with the clip (tracked points, predicted trajectories...).
+        match: how the character follows the motion: ``"local"`` (local transforms by joint
+            name, :func:`character_pose`) or ``"world"`` (:func:`character_pose_world`).
     """
 
     name: str
@@ -99,6 +130,7 @@ class ServedClip:
     character: object | None = None
     color: tuple[int, int, int] = (230, 150, 70)
     extras: dict = field(default_factory=dict)
+    match: str = "local"
     _cache: dict = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -131,7 +163,11 @@ class ServedClip:
         key = ("pose", bool(mirror))
         if key not in self._cache:
             m = self.motion.mirror() if mirror else self.motion
-            if self.character is not None:
+            if self.character is not None and self.match == "world":
+                g_rot, g_pos = m.global_transforms()
+                rot, pos = character_pose_world(self.character, m.joint_names, g_rot, g_pos)
+                parents = np.asarray(self.character.skeleton.parents)
+            elif self.character is not None:
                 rot, pos = character_pose(self.character, m)
                 parents = np.asarray(self.character.skeleton.parents)
             else:

@@ -1,0 +1,199 @@
+"""``kinema demo quadruped``: the MANN dog steered in four gaits (walk, pace, trot, canter).
+
+A motion-matching controller (:mod:`kinema.demos._quadruped`) over the 11 MANN dog takes
+(60 fps BVH, played at 30 fps, mirrored copies included): gait labels are measured from the
+footfall pattern of the data, each search is restricted to the commanded gait, transitions
+are inertialized and planted paws are locked by leg IK. The dog character
+(``characters/dog/dog.glb``) is skinned to it.
+
+Standalone: WASD/arrows or the left stick steer (relative to the world: up is +Z), keys
+1-4 (gamepad a/b/x/y) choose walk/pace/trot/canter. Headless (``--headless --frames N
+--out DIR``) follows ``--gait`` and ``--heading`` (or ``--tour``: every gait in turn, each
+toward a new heading) and writes ``metrics.json`` (per command: the direction travelled
+against the commanded one, the measured footfall pattern and gait, the speed) and
+``quadruped.mp4`` when an OpenGL context exists.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+
+import numpy as np
+
+from kinema.data import shared_path
+from kinema.demos import _quadruped as q
+from kinema.demos._showcase import add_common_arguments, panel, run_program, write_metrics
+
+DESCRIPTION = "quadruped: MANN dog, motion matching with walk/pace/trot/canter, steering, paw locking"
+GAIT_KEYS = {"one": "walk", "two": "pace", "three": "trot", "four": "canter",
+             "1": "walk", "2": "pace", "3": "trot", "4": "canter"}
+PAD_BUTTONS = {"a": "walk", "b": "pace", "x": "trot", "y": "canter"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_common_arguments(parser, "out/demo_quadruped", frames=240)
+    parser.add_argument("--gait", choices=q.GAITS, default="trot", help="headless: commanded gait")
+    parser.add_argument("--heading", type=float, default=90.0,
+                        help="headless: commanded direction, degrees about +Y (0 = +Z, 90 = +X)")
+    parser.add_argument("--tour", action="store_true",
+                        help="headless: every gait in turn for --frames/4 frames, turning 90 degrees each time")
+    parser.add_argument("--no-lock", action="store_true", help="no paw locking")
+
+
+def _direction(deg: float) -> np.ndarray:
+    r = math.radians(deg)
+    return np.array([math.sin(r), math.cos(r)])
+
+
+def schedule(args: argparse.Namespace, frames: int) -> list[tuple[int, str, float]]:
+    """Headless commands ``(first frame, gait, heading degrees)``."""
+    if args.tour:
+        n = max(1, frames // len(q.GAITS))
+        return [(i * n, g, args.heading + 90.0 * i) for i, g in enumerate(q.GAITS)]
+    return [(0, args.gait, args.heading)]
+
+
+class DogProgram:
+    """Feeds the controller from a schedule (headless) or from the player's input."""
+
+    def __init__(self, controller: q.DogController, character=None, commands=None) -> None:
+        self.c, self.character, self.commands = controller, character, commands
+        self.gait, self.heading = (commands[0][1], commands[0][2]) if commands else ("trot", 0.0)
+        self.frame = 0
+        self.poses: list[np.ndarray] = []
+        self.gaits: list[str] = []
+        self.headings: list[float] = []
+        self.pose = None
+
+    def start(self, app) -> None:
+        self.app = app
+        self.pose = self.c._pose()
+
+    def update(self, dt: float) -> None:
+        direction = None
+        if self.commands is not None:
+            for first, gait, heading in self.commands:
+                if self.frame >= first:
+                    self.gait, self.heading = gait, heading
+            direction = _direction(self.heading)
+        else:
+            inp = self.app.input
+            for key, gait in GAIT_KEYS.items():
+                if key in inp.keys_pressed:
+                    self.gait = gait
+            for button, gait in PAD_BUTTONS.items():
+                if button in inp.gamepad_buttons:
+                    self.gait = gait
+            from kinema.engine import stick
+            s = stick(inp)
+            if np.hypot(*s) > 0.1:
+                self.heading = math.degrees(math.atan2(s[0], s[1]))
+            direction = _direction(self.heading) * min(1.0, float(np.hypot(*s)) * 4) if np.hypot(*s) > 0.1 \
+                else _direction(self.heading) * 0.0
+            if not direction.any():
+                direction = _direction(self.heading)   # keep going the last way (a dog has no idle gait here)
+        self.pose = self.c.step(direction, self.gait)
+        self.poses.append(self.pose[1])
+        self.gaits.append(self.gait)
+        self.headings.append(self.heading)
+        self.frame += 1
+
+    def draw(self, renderer) -> None:
+        if self.pose is None:
+            return
+        rot, pos = self.pose
+        sk = self.c.db.skeleton
+        drawn = False
+        if self.character is not None:
+            from kinema.serve.clip import character_pose_world
+            crot, cpos = character_pose_world(self.character, sk.names, rot[None], pos[None])
+            renderer.draw_character(self.character, crot[0], cpos[0])
+            drawn = True
+        if not drawn:
+            renderer.draw_body(pos, sk.parents, color=(0.75, 0.55, 0.35, 1.0))
+        locked = [k for k in range(4) if self.c.locks[k] is not None]
+        if locked:
+            renderer.draw_sphere(np.array([self.c.locks[k] for k in locked]), 0.03, (0.95, 0.2, 0.2, 1.0))
+        hips = pos[0] * np.array([1, 0, 1])
+        d = _direction(self.heading)
+        renderer.draw_arrow(hips + [0, 0.02, 0], hips + [d[0] * 0.8, 0.02, d[1] * 0.8], (0.2, 0.5, 1.0, 1.0))
+        cam = getattr(renderer, "camera", None)
+        if cam is not None:
+            cam.set_fixed(hips + np.array([1.6, 1.2, 2.2]), hips + np.array([0.0, 0.35, 0.0]))
+
+    def gui(self, ui) -> None:
+        panel(ui, "quadruped", [f"gait {self.gait} (1-4)  heading {self.heading:.0f} deg",
+                                f"database frame {self.c.index}  searches {self.c.searches}",
+                                "WASD / arrows / stick: steer"])
+
+
+def _character():
+    path = shared_path("characters", "dog", "dog.glb")
+    if path is None:
+        return None
+    import kinema
+    return kinema.load_character(path)
+
+
+def evaluate(poses: np.ndarray, gaits: list[str], headings: list[float], skeleton, settle: int = 30) -> list[dict]:
+    """Per command segment (after ``settle`` frames of turning and switching): the direction
+    travelled (cosine with the commanded one), the measured gait, correlations, speed."""
+    out = []
+    edges = [0] + [i for i in range(1, len(gaits)) if (gaits[i], headings[i]) != (gaits[i - 1], headings[i - 1])]
+    edges.append(len(gaits))
+    for a, b in zip(edges[:-1], edges[1:]):
+        a2 = min(a + settle, b - 1)
+        seg = poses[a2:b]
+        if len(seg) < 20:
+            continue
+        travel = seg[-1, 0] - seg[0, 0]
+        travel[1] = 0
+        d = _direction(headings[a])
+        dist = float(np.hypot(travel[0], travel[2]))
+        gait = q.measure_gait(seg, skeleton)
+        out.append({"gait_commanded": gaits[a], "heading_deg": headings[a], "frames": int(b - a2),
+                    "distance_m": dist, "direction_cos": float((travel[0] * d[0] + travel[2] * d[1]) / max(dist, 1e-9)),
+                    **{k: v for k, v in gait.items()}})
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    db = q.build_database(q.default_paths())
+    frames = args.frames if args.frames is not None else args._default_frames
+    headless = args.headless or args.mode == "headless"
+    commands = schedule(args, frames) if headless or args.mode == "auto" and not _interactive() else None
+    controller = q.DogController(db, foot_lock=not args.no_lock, start_gait=(commands or [(0, "trot")])[0][1])
+    program = DogProgram(controller, _character(), commands)
+    info = run_program(program, args, "kinema: quadruped", q.FPS, "quadruped.mp4")
+    segments = evaluate(np.asarray(program.poses), program.gaits, program.headings, db.skeleton)
+    metrics = {**info, "database_frames": db.num_frames, "gait_speeds_m_s": db.speeds,
+               "gait_frames": {g: int((db.gait == i).sum()) for i, g in enumerate(q.GAITS)},
+               "searches": controller.searches, "segments": segments}
+    path = write_metrics(args.out, metrics)
+    for s in segments:
+        print(f"quadruped: {s['gait_commanded']:6s} toward {s['heading_deg']:5.0f} deg -> measured {s['gait']:6s} "
+              f"cos {s['direction_cos']:.3f}, {s['speed_m_s']:.2f} m/s")
+    print(f"-> {path}")
+    return 0
+
+
+def _interactive() -> bool:
+    from kinema.engine.app import resolve_mode
+    return resolve_mode("auto") == "standalone"
+
+
+def served_clips(args: argparse.Namespace) -> list:
+    """``kinema serve quadruped``: one rollout per gait (``--frames`` each), the dog skinned."""
+    from kinema.motion import Motion
+    from kinema.serve import ServedClip
+    db = q.build_database(q.default_paths())
+    frames = args.frames if args.frames is not None else args._default_frames
+    character = _character()
+    clips = []
+    for i, gait in enumerate(q.GAITS):
+        c = q.DogController(db, foot_lock=not args.no_lock, start_gait=gait)
+        d = _direction(args.heading + 90 * i)
+        rot, pos = zip(*(c.step(d, gait) for _ in range(frames)))
+        m = Motion.from_global(db.skeleton, q.FPS, np.array(rot), np.array(pos), name=gait)
+        clips.append(ServedClip(f"dog {gait}", m, character, color=(200, 160, 110), match="world"))
+    return clips
