@@ -17,20 +17,27 @@ to the peers') in the same run.
 """
 from __future__ import annotations
 
-import argparse
-import itertools
-import resource
-import time
+import os
 
-import numpy as np
-from scipy.spatial import cKDTree
+# One BLAS thread: every method runs on one core (cKDTree and kinema do), and OpenBLAS
+# threads spin badly on a shared, oversubscribed machine. Effective when NumPy is not yet
+# imported (running this file directly).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from common import print_table, timeit
+import argparse  # noqa: E402
+import itertools  # noqa: E402
+import resource  # noqa: E402
+import time  # noqa: E402
 
-from kinema.data import shared_root
-from kinema.matching.config import DatabaseConfig
-from kinema.matching.database import build_from_paths
-from kinema.matching.search import Exclusion, SearchIndex, brute_force
+import numpy as np  # noqa: E402
+from scipy.spatial import cKDTree  # noqa: E402
+
+from common import print_table, timeit  # noqa: E402
+
+from kinema.data import shared_root  # noqa: E402
+from kinema.matching.config import DatabaseConfig  # noqa: E402
+from kinema.matching.database import build_from_paths  # noqa: E402
+from kinema.matching.search import Exclusion, SearchIndex, brute_force  # noqa: E402
 
 NOISE = 0.1
 
