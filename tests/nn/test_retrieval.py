@@ -117,3 +117,33 @@ def test_wrong_candidate_width_is_an_error():
     control, pose, cands = inputs(dtype=torch.float32)
     with pytest.raises(ValueError, match="candidates must be"):
         model(control, pose, cands[..., :-1])
+
+
+def test_gates_add_the_weighted_successor_delta_and_pull():
+    """copy gate c and pull gate g: delta = backbone delta + c * sum w_i d_i
+    + g * sum w_i (pose_i + d_i - pose); the null token's weight adds nothing."""
+    torch.manual_seed(5)
+    model = RetrievalMamba(**SMALL).double()
+    control, pose, cands = inputs()
+    base, _ = model(control, pose, cands)
+    with torch.no_grad():
+        model.copy_gate.fill_(0.5)
+        model.pull_gate.fill_(0.25)
+    out, _ = model(control, pose, cands)
+    w = out["candidate_weights"].unsqueeze(-1)
+    d = cands[..., 10:20]
+    succ = cands[..., :10] + d
+    expected = base["pose"] + 0.5 * (w * d).sum(-2) + 0.25 * ((w * succ).sum(-2) - w.sum(-2) * pose)
+    torch.testing.assert_close(out["pose"], expected, rtol=0, atol=1e-12)
+    assert float(w.sum(-2).max()) < 1.0                     # the null token keeps some weight
+    # pull gate 1 with all weight on one candidate plays that candidate's successor
+    with torch.no_grad():
+        model.copy_gate.zero_()
+        model.pull_gate.fill_(1.0)
+        model.backbone.out_head.weight.zero_()
+        model.backbone.out_head.bias.zero_()
+    one = torch.zeros(cands.shape[:-1], dtype=torch.bool)
+    one[..., 1] = True
+    out, _ = model(control, pose, cands, one)
+    w1 = out["candidate_weights"][..., 1:2]
+    torch.testing.assert_close(out["pose"], pose + w1 * (succ[..., 1, :] - pose), rtol=0, atol=1e-12)
