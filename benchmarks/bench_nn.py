@@ -13,6 +13,7 @@ Run: ``.venv/bin/python benchmarks/run.py nn`` or ``python benchmarks/bench_nn.p
 from __future__ import annotations
 
 import argparse
+import os
 
 import numpy as np
 import torch
@@ -124,7 +125,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     torch.set_num_threads(min(2, args.threads))
     repeat = 3 if args.quick else 7
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs, "
+          f"load average {load:.1f} (intra-op threads spin badly when the CPUs are shared: "
+          f"compare --threads 1)")
     bench_step(repeat)
     bench_training(max(2, repeat // 2), batch=4 if args.quick else 8, length=64)
     bench_quantized(repeat)

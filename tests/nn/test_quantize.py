@@ -43,3 +43,15 @@ def test_quantized_mamba_step_and_scan(lafan_poses):
     # recurrence differ slightly; both stay close to float32
     assert _rel_err(yq_step, yf) < 0.05
     assert _rel_err(yq_step, yq) < 0.05
+
+
+def test_quantize_inside_inference_mode():
+    torch.manual_seed(0)
+    model = Mamba(5, 5, d_model=16, n_layers=1, d_state=4).eval()
+    x = torch.randn(2, 5)
+    with torch.inference_mode():
+        q = quantize_dynamic(model)
+        y, _ = q.step(q.initial_state(2), x)
+        yf, _ = model.step(model.initial_state(2), x)
+    assert not q.layers[0].mixer.A_log.is_inference()
+    assert _rel_err(y, yf) < 0.05

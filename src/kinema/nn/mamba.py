@@ -140,7 +140,7 @@ class MambaMixer(nn.Module):
     def _A(self) -> torch.Tensor:
         """A = -exp(A_log) (Di, N). Without grad it is cached until A_log changes (its
         version counter moves on every in-place update, e.g. an optimizer step)."""
-        if torch.is_grad_enabled():
+        if torch.is_grad_enabled() or self.A_log.is_inference():  # inference tensors have no version
             return -torch.exp(self.A_log)
         key = (self.A_log._version, self.A_log.data_ptr(), self.A_log.dtype, self.A_log.device)
         cache = getattr(self, "_A_cache", None)

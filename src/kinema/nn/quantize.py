@@ -19,8 +19,8 @@ def quantize_dynamic(model: nn.Module, dtype: torch.dtype = torch.qint8) -> nn.M
     The original model is left untouched. The result runs on CPU only and is for inference
     (it cannot be trained or saved as a kinema checkpoint; save the float model instead).
     """
-    float_model = copy.deepcopy(model).float().cpu().eval()
-    with warnings.catch_warnings():
+    with torch.inference_mode(False), warnings.catch_warnings():
+        float_model = copy.deepcopy(model).float().cpu().eval()
         # torch.ao eager quantisation is marked deprecated but still ships with the pinned torch
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", UserWarning)
