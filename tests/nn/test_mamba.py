@@ -142,3 +142,19 @@ def test_cached_A_follows_parameter_updates():
     y_ref = m.rollout_steps(x).detach()  # grad mode: no cache
     assert (y2 - y_ref).abs().max() < 1e-12
     assert (y1 - y2).abs().max() > 1e-6
+
+
+def test_autocast_bf16_keeps_the_recurrence_in_float32():
+    torch.manual_seed(0)
+    m = Mamba(7, 5, d_model=32, n_layers=2, d_state=8)
+    x = torch.randn(2, 40, 7)
+    ref = m(x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y, state = m.forward_with_state(x)
+        s = m.initial_state(2)
+        y_step, s = m.step(s, x[:, 0])
+    assert state.h[0].dtype == torch.float32 and s.h[0].dtype == torch.float32
+    assert torch.isfinite(y).all()
+    rel = float((y.float() - ref).norm() / ref.norm())
+    assert rel < 0.05  # bf16 projections, float32 scan
+    assert float((y_step.float() - ref[:, 0]).norm() / ref[:, 0].norm()) < 0.05

@@ -114,6 +114,11 @@ def scan_parallel(dA: torch.Tensor, dBu: torch.Tensor, C: torch.Tensor,
     return y, hs[:, -1]
 
 
+def _wide(t: torch.Tensor) -> torch.Tensor:
+    """``t`` in float32 when it is half or bfloat16 (autocast), else unchanged."""
+    return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
+
+
 class MambaMixer(nn.Module):
     """One selective-SSM mixer (no norm, no residual); see the module docstring."""
 
@@ -151,9 +156,14 @@ class MambaMixer(nn.Module):
         return cache[1]
 
     def _ssm_inputs(self, xc: torch.Tensor):
-        """dt (..., Di), B (..., N), C (..., N) from the conv output xc (..., Di)."""
+        """dt (..., Di), B (..., N), C (..., N) and xc from the conv output xc (..., Di).
+
+        Under mixed precision (autocast to bf16/fp16) the projections run in low precision
+        but everything fed to the recurrence is widened to float32, as in the reference
+        implementation: the state accumulates over the whole sequence."""
         dt_low, b, c = self.x_proj(xc).split([self.dt_rank, self.d_state, self.d_state], dim=-1)
-        return F.softplus(self.dt_proj(dt_low)), b, c
+        dt = F.softplus(self.dt_proj(dt_low))
+        return _wide(dt), _wide(b), _wide(c), _wide(xc)
 
     def forward(self, u: torch.Tensor, conv: torch.Tensor | None = None, h: torch.Tensor | None = None,
                 scan: str = "sequential", chunk: int = 64):
@@ -166,7 +176,7 @@ class MambaMixer(nn.Module):
         xcat = torch.cat([conv, xi], dim=2)
         new_conv = xcat[:, :, xcat.shape[2] - (self.d_conv - 1):]
         xc = F.silu(F.conv1d(xcat, self.conv1d.weight, self.conv1d.bias, groups=self.d_inner)).transpose(1, 2)
-        dt, b, c = self._ssm_inputs(xc)
+        dt, b, c, xc = self._ssm_inputs(xc)
         A = -torch.exp(self.A_log)
         dA = torch.exp(dt.unsqueeze(-1) * A)  # (B, L, Di, N)
         dBu = (dt * xc).unsqueeze(-1) * b.unsqueeze(2)
@@ -184,7 +194,7 @@ class MambaMixer(nn.Module):
         xi, z = self.in_proj(u).chunk(2, dim=-1)
         win = torch.cat([conv, xi.unsqueeze(-1)], dim=2)  # (B, Di, K)
         xc = F.silu((win * self.conv1d.weight[:, 0]).sum(-1) + self.conv1d.bias)
-        dt, b, c = self._ssm_inputs(xc)
+        dt, b, c, xc = self._ssm_inputs(xc)
         dA = dt.unsqueeze(-1) * self._A()  # (B, Di, N), before exp
         if torch.is_grad_enabled():
             h = torch.addcmul((dt * xc).unsqueeze(-1) * b.unsqueeze(1), dA.exp(), h)
