@@ -279,6 +279,7 @@ class Trainer:
             "scheduler": self.scheduler.state_dict(),
             "generator": self.generator.get_state(),
             "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
             "permutation": self.permutation,
             "counters": {"epoch": self.epoch, "global_step": self.global_step, "position": self.position,
                          "best_val": self.best_val, "bad_epochs": self.bad_epochs, "stopped": self.stopped},
@@ -292,6 +293,8 @@ class Trainer:
         self.scheduler.load_state_dict(state["scheduler"])
         self.generator.set_state(state["generator"])
         torch.set_rng_state(state["torch_rng"])
+        if state.get("cuda_rng") is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
         self.permutation = state["permutation"]
         c = state["counters"]
         self.epoch, self.global_step, self.position = c["epoch"], c["global_step"], c["position"]
