@@ -63,9 +63,9 @@ def scan_sequential(dA: torch.Tensor, dBu: torch.Tensor, C: torch.Tensor,
     h = torch.zeros_like(dBu[:, 0]) if h0 is None else h0
     ys = []
     for a, b, c in zip(dA.unbind(1), dBu.unbind(1), C.unbind(1)):
-        h = a * h + b
-        ys.append(torch.einsum("bdn,bn->bd", h, c))
-    return torch.stack(ys, 1), h
+        h = torch.addcmul(b, a, h)
+        ys.append(torch.bmm(h, c.unsqueeze(-1)))
+    return torch.stack(ys, 1).squeeze(-1), h
 
 
 def _doubling(a: torch.Tensor, b: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
