@@ -39,8 +39,12 @@ ensure_venv() {
     want=$(cat pyproject.toml | sha256sum | cut -c1-16)
     if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         log "installing kinema and its dependencies into .venv (first run takes a few minutes)"
-        .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-        .venv/bin/python -m pip install -q -e ".[all,test]"
+        # pip's log goes to a file (this machine's pip config prints a warning per package);
+        # it is shown in full when the install fails.
+        if ! { .venv/bin/python -m pip install -q --upgrade pip && \
+               .venv/bin/python -m pip install -q -e ".[all,test]"; } > .venv/pip.log 2>&1; then
+            cat .venv/pip.log >&2; log "installation failed (log above, also in .venv/pip.log)"; exit 1
+        fi
         echo "$want" > "$stamp"
     fi
 }
