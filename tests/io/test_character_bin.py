@@ -100,3 +100,10 @@ def test_truncated_file_raises_format_error(path, tmp_path):
     extra.write_bytes(data + b"\0\0\0\0")
     with pytest.raises(FormatError, match="unexpected bytes"):
         character_bin.load_character(extra)
+
+
+def test_load_character_dispatches_bin_files(shared_data):
+    import kinema
+    path = shared_data / "characters" / "lafan1_character" / "character.bin"
+    ch = kinema.load_character(path)
+    assert ch.skeleton.num_joints == 23 and ch.meshes[0].num_vertices == 5002

@@ -22,6 +22,13 @@ FORMATS: dict[str, str] = {
 }
 
 
+# Character-only formats: read by load_character but not scanned by `kinema convert`
+# (".bin" is also glTF's external-buffer suffix).
+CHARACTER_FORMATS: dict[str, str] = {
+    ".bin": "kinema.io.character_bin",   # the LaFAN1 character.bin layout
+}
+
+
 def format_module(path: str | Path):
     """The module that reads/writes ``path``, by suffix; raises UnsupportedFormatError."""
     suffix = Path(path).suffix.lower()
@@ -54,7 +61,8 @@ def load_character(path: str | Path, **options):
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no such file: {path}")
-    module = format_module(path)
+    name = CHARACTER_FORMATS.get(path.suffix.lower())
+    module = importlib.import_module(name) if name else format_module(path)
     if not hasattr(module, "load_character"):
         raise UnsupportedFormatError(f"{path}: {path.suffix} files hold no character mesh")
     return module.load_character(path, **options)
