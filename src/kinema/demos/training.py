@@ -3,8 +3,9 @@
 Every frame the demo advances the playback of a real mocap clip by one frame and runs
 ``--steps-per-frame`` optimisation steps of a :class:`~kinema.nn.models.SequenceMLP` that
 predicts the next ``--horizon`` frames of joint positions (relative to the hips' ground
-position now) from the current pose and joint velocities. Training runs inside the update
-loop through :meth:`kinema.nn.train.Trainer.step`.
+position now) from the current pose and joint velocities. Training runs inside the engine's update loop
+(:class:`kinema.engine.app.App` with an :class:`AnticipationProgram` whose ``update`` calls
+:meth:`kinema.nn.train.Trainer.step`), so drawing and learning share one process.
 
 Headless it writes ``loss.png`` every ``--plot-every`` frames and ``metrics.json`` at the
 end (losses, validation error of the last predicted frame in metres against copying the
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -66,10 +66,51 @@ def make_samples(positions: np.ndarray, fps: float, horizon: int) -> tuple[np.nd
     return x.astype(np.float32), fut.reshape(len(t), horizon, j * 3).astype(np.float32), t
 
 
+class AnticipationProgram:
+    """Engine program: each fixed step trains ``steps_per_frame`` steps and advances the
+    playback of the held-out frames; ``draw`` shows the character, its true future pose and
+    the predicted one."""
+
+    def __init__(self, trainer, x: np.ndarray, y: np.ndarray, split: int, parents, steps_per_frame: int,
+                 plot_every: int, out: Path):
+        self.trainer, self.x, self.y, self.split, self.parents = trainer, x, y, split, parents
+        self.steps_per_frame, self.plot_every, self.out = steps_per_frame, max(plot_every, 1), out
+        self.frame = 0
+        self.sample = split
+
+    def update(self, dt: float) -> None:
+        from kinema.nn.train import plot_losses
+
+        for _ in range(self.steps_per_frame):
+            self.trainer.step()
+        self.sample = self.split + self.frame % (len(self.x) - self.split)  # held-out frames
+        self.frame += 1
+        if self.frame % self.plot_every == 0:
+            plot_losses(self.trainer.history, self.out / "loss.png")
+
+    def draw(self, renderer) -> None:
+        import torch
+
+        model = self.trainer.model
+        j = self.y.shape[-1] // 3
+        was_training = model.training
+        model.eval()
+        with torch.no_grad():
+            pred = model(torch.from_numpy(self.x[self.sample][None]))[0, -1].numpy().reshape(j, 3)
+        model.train(was_training)
+        now = self.x[self.sample, : j * 3].reshape(j, 3)
+        renderer.draw_skeleton(now.astype(np.float32), self.parents, width=5.0, joint_size=10.0)
+        renderer.draw_skeleton(self.y[self.sample, -1].reshape(j, 3).astype(np.float32), self.parents,
+                               color=(0.3, 0.9, 0.4, 1.0), width=3.0)
+        renderer.draw_skeleton(pred.astype(np.float32), self.parents, color=(1.0, 0.6, 0.2, 1.0), width=3.0)
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
 
     import kinema
+    from kinema.engine.app import App, display_available, renderer_available
+    from kinema.engine.scene import Scene
     from kinema.nn.checkpoint import save_checkpoint
     from kinema.nn.models import SequenceMLP
     from kinema.nn.train import TrainConfig, Trainer, plot_losses, seed_everything
@@ -79,8 +120,7 @@ def run(args: argparse.Namespace) -> int:
     motion = kinema.load(clip)
     if abs(motion.fps - args.fps) > 1e-6:
         motion = motion.resample(args.fps)
-    positions = motion.global_positions()
-    x, y, frames = make_samples(positions, args.fps, args.horizon)
+    x, y, _ = make_samples(motion.global_positions(), args.fps, args.horizon)
     split = int(0.8 * len(x))
     xt, yt = torch.from_numpy(x[:split]), torch.from_numpy(y[:split])
     xv, yv = torch.from_numpy(x[split:]), torch.from_numpy(y[split:])
@@ -91,43 +131,47 @@ def run(args: argparse.Namespace) -> int:
     config = TrainConfig(batch_size=min(args.batch, split), lr=args.lr, seed=args.seed, progress=False,
                          restart_epochs=10, epochs=10**9)
     trainer = Trainer(model, (xt, yt), (xv, yv), config)
-    renderer = _renderer(args)
     args.out.mkdir(parents=True, exist_ok=True)
-    written: list[str] = []
-    t0 = time.perf_counter()
-    frame = 0
+    program = AnticipationProgram(trainer, x, y, split, motion.parents, args.steps_per_frame,
+                                  args.plot_every, args.out)
+
+    mode = "headless" if args.headless else "standalone"
+    render = (args.render or not args.headless) and renderer_available() and display_available()
+    if not render and (args.render or not args.headless):
+        print("kinema demo training: rendering needs kinema.render and a display (try xvfb-run); "
+              "running headless without it")
+        mode = "headless"
+    renderer = None
+    if render:
+        from kinema.render import Renderer
+        renderer = Renderer()
+    app = App(Scene("training"), program, mode=mode, fps=args.fps, renderer=renderer,
+              render=render and mode == "headless", render_every=args.render_every,
+              capture_dir=args.out / "frames" if render and mode == "headless" else None,
+              width=960, height=540, title="kinema: training demo")
+    if renderer is not None:  # opened here to place the camera; the App reuses it
+        renderer.open(960, 540, "kinema: training demo", headless=mode == "headless")
+        renderer.camera.set_fixed([2.5, 1.6, 3.0], [0.0, 0.9, 0.0])
+        renderer.camera.snap()
     try:
-        while frame < args.frames:
-            if renderer is not None and not renderer.is_open():
-                break
-            for _ in range(args.steps_per_frame):
-                trainer.step()
-            sample = split + frame % (len(x) - split)  # play the held-out part
-            if renderer is not None:
-                _draw(renderer, model, x[sample], y[sample], positions, frames[sample], motion.parents)
-                if args.headless and frame % max(args.render_every, 1) == 0:
-                    written.append(_save(renderer, args.out, frame))
-            frame += 1
-            if frame % max(args.plot_every, 1) == 0:
-                plot_losses(trainer.history, args.out / "loss.png")
+        stats = app.run(args.frames)
     finally:
         if renderer is not None:
             renderer.close()
-    seconds = time.perf_counter() - t0
     plot_losses(trainer.history, args.out / "loss.png")
     save_checkpoint(args.out / "model.safetensors", model, config={"demo": "training", "clip": str(clip),
                     "horizon": args.horizon, "fps": args.fps}, normalisation={"inputs": "pose+velocity, hips-relative"})
-    metrics = _metrics(model, trainer, xv, yv, args, frame, seconds, clip)
-    metrics["frames_written"] = written
+    metrics = _metrics(model, trainer, xv, yv, program.frame, stats.wall_seconds, clip)
+    metrics["frames_written"] = [str(p) for p in stats.captures]
     (args.out / "metrics.json").write_text(json.dumps(metrics, indent=2))
-    print(f"training demo: {frame} frames, {trainer.global_step} steps, loss {metrics['initial_loss']:.3g} -> "
+    print(f"training demo: {program.frame} frames, {trainer.global_step} steps, loss {metrics['initial_loss']:.3g} -> "
           f"{metrics['final_loss']:.3g}; validation error at +{args.horizon} frames "
           f"{100 * metrics['val_error_last_frame_m']:.1f} cm (copying the pose: "
           f"{100 * metrics['copy_pose_error_last_frame_m']:.1f} cm) -> {args.out / 'metrics.json'}")
     return 0
 
 
-def _metrics(model, trainer, xv, yv, args, frames: int, seconds: float, clip) -> dict:
+def _metrics(model, trainer, xv, yv, frames: int, seconds: float, clip) -> dict:
     import torch
 
     model.eval()
@@ -153,44 +197,3 @@ def _metrics(model, trainer, xv, yv, args, frames: int, seconds: float, clip) ->
         "seconds": seconds,
         "steps_per_second": trainer.global_step / max(seconds, 1e-9),
     }
-
-
-def _renderer(args):
-    """kinema's renderer when it is wanted and can run, else None (rendering is optional)."""
-    if args.headless and not args.render:
-        return None
-    try:
-        from kinema.render import Renderer, display_available
-    except ImportError:
-        print("kinema demo training: kinema.render is not available; running without rendering")
-        return None
-    if not display_available():
-        print("kinema demo training: no display (try xvfb-run); running without rendering")
-        return None
-    r = Renderer()
-    r.open(960, 540, "kinema: training demo", headless=bool(args.headless))
-    r.camera.set_fixed([2.5, 1.6, 3.0], [0.0, 0.9, 0.0])
-    r.camera.snap()
-    return r
-
-
-def _draw(renderer, model, x: np.ndarray, y: np.ndarray, positions: np.ndarray, t: int, parents) -> None:
-    import torch
-
-    j = positions.shape[1]
-    with torch.no_grad():
-        pred = model(torch.from_numpy(x[None]))[0, -1].numpy().reshape(j, 3)
-    now = x[: j * 3].reshape(j, 3)
-    renderer.begin_frame()
-    renderer.draw_skeleton(now.astype(np.float32), parents, width=5.0, joint_size=10.0)
-    renderer.draw_skeleton(y[-1].reshape(j, 3).astype(np.float32), parents, color=(0.3, 0.9, 0.4, 1.0), width=3.0)
-    renderer.draw_skeleton(pred.astype(np.float32), parents, color=(1.0, 0.6, 0.2, 1.0), width=3.0)
-    renderer.end_frame()
-
-
-def _save(renderer, out: Path, frame: int) -> str:
-    import imageio.v3 as iio
-    path = out / "frames" / f"training_{frame:05d}.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    iio.imwrite(path, renderer.capture())
-    return str(path)
