@@ -49,7 +49,7 @@ def test_resume_matches_uninterrupted_run(tmp_path):
     for a, b in zip(ref_params, second.model.parameters()):
         assert torch.equal(a, b)
     assert second.history == ref.history
-    assert len(ref.history["val"]) == 4
+    assert len(ref.history["val"]) == 4 and len(ref.history["train_mse"]) == 4  # model's loss parts
     assert ref.history["train"][-1] < ref.history["train"][0]
 
 

@@ -148,6 +148,7 @@ class Trainer:
         self.stopped = False
         self.history: dict[str, list[float]] = {"step_loss": [], "train": [], "val": [], "lr": []}
         self._epoch_losses: list[float] = []
+        self._epoch_parts: dict[str, list[float]] = {}
         self._writer = None
         if tensorboard and self.out_dir is not None and self.rank == 0:
             try:
@@ -179,7 +180,7 @@ class Trainer:
         self.model.train()
         batch = self._next_batch()
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.use_amp):
-            loss, _ = self.loss_fn(self.model, batch)
+            loss, parts = self.loss_fn(self.model, batch)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if cfg.grad_clip is not None:
@@ -195,6 +196,8 @@ class Trainer:
             raise FloatingPointError(f"training loss became {value} at step {self.global_step}")
         self.history["step_loss"].append(value)
         self._epoch_losses.append(value)
+        for name, part in (parts or {}).items():
+            self._epoch_parts.setdefault(name, []).append(float(part))
         self.global_step += 1
         self.position += 1
         if self._writer is not None:
@@ -226,6 +229,9 @@ class Trainer:
         self.history["train"].append(float(np.mean(self._epoch_losses)))
         self.history["lr"].append(self.optimizer.param_groups[0]["lr"])
         self._epoch_losses = []
+        for name, values in self._epoch_parts.items():  # e.g. codebook perplexity (rank 0's)
+            self.history.setdefault(f"train_{name}", []).append(float(np.mean(values)))
+        self._epoch_parts = {}
         val = self.validate()
         self.epoch += 1
         monitored = val if val is not None else self.history["train"][-1]
@@ -285,6 +291,7 @@ class Trainer:
                          "best_val": self.best_val, "bad_epochs": self.bad_epochs, "stopped": self.stopped},
             "history": self.history,
             "epoch_losses": self._epoch_losses,
+            "epoch_parts": self._epoch_parts,
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -301,6 +308,7 @@ class Trainer:
         self.best_val, self.bad_epochs, self.stopped = c["best_val"], c["bad_epochs"], c["stopped"]
         self.history = {k: list(v) for k, v in state["history"].items()}
         self._epoch_losses = list(state["epoch_losses"])
+        self._epoch_parts = {k: list(v) for k, v in state.get("epoch_parts", {}).items()}
 
     def save(self, path: str | Path) -> Path:
         """Checkpoint the model with the training state and config (atomic)."""
