@@ -63,6 +63,7 @@ class TrainSettings:
     val_windows: int = 16
     val_horizon: int = 60
     threads: int = 1
+    device: str = "cpu"
 
 
 def resolve_clips(patterns: list[str], base: Path | None = None) -> list[Path]:
@@ -156,7 +157,13 @@ def pose_loss(pred: torch.Tensor, target: torch.Tensor, logits: torch.Tensor, co
     return F.mse_loss(pred, target) + contact_weight * F.binary_cross_entropy_with_logits(logits, contacts)
 
 
+def _device(model) -> torch.device:
+    return next(model.parameters()).device
+
+
 def teacher_forced_loss(model, sampler: WindowSampler, s: TrainSettings, rng: np.random.Generator) -> torch.Tensor:
+    dev = _device(model)
+    t_ = lambda a: torch.as_tensor(a, device=dev)  # noqa: E731
     b = sampler.batch(s.batch)
     pose = b.pose.copy()
     sigma = rng.random((len(pose), 1, 1)) * s.pose_noise
@@ -164,12 +171,12 @@ def teacher_forced_loss(model, sampler: WindowSampler, s: TrainSettings, rng: np
     pose[rng.random(pose.shape[:2]) < s.pose_dropout] = 0.0
     cands = mask = None
     if model.use_retrieval:
-        cands = torch.as_tensor(b.candidates)
+        cands = t_(b.candidates)
         keep = rng.random(b.candidates.shape[:3]) >= s.drop_each
         keep &= rng.random(b.candidates.shape[:2] + (1,)) >= s.drop_all
-        mask = torch.as_tensor(keep)
-    out, _ = model(torch.as_tensor(b.control), torch.as_tensor(pose), cands, mask)
-    return pose_loss(out["pose"], torch.as_tensor(b.target), out["contact_logits"], torch.as_tensor(b.contacts),
+        mask = t_(keep)
+    out, _ = model(t_(b.control), t_(pose), cands, mask)
+    return pose_loss(out["pose"], t_(b.target), out["contact_logits"], t_(b.contacts),
                      s.contact_weight)
 
 
@@ -210,11 +217,13 @@ def validate(model, retriever: Retriever, val: Database, s: TrainSettings) -> di
     starts = starts[:: max(1, len(starts) // s.val_windows)][: s.val_windows]
     rows = starts[:, None] + np.arange(length + 1)[None]
     norm = retriever.norm
-    pose = torch.as_tensor(norm.normalise(val.poses[rows]))
-    ctrl = torch.as_tensor(val.control[rows[:, :-1]])
+    dev = _device(model)
+    pose = torch.as_tensor(norm.normalise(val.poses[rows]), device=dev)
+    ctrl = torch.as_tensor(val.control[rows[:, :-1]], device=dev)
     variants = [("with", True), ("without", False)] if model.use_retrieval else [("without", False)]
     for name, use in variants:
-        cands = torch.as_tensor(teacher_forced_candidates(retriever, val, rows[:, :-1], None, None)) if use else None
+        cands = torch.as_tensor(teacher_forced_candidates(retriever, val, rows[:, :-1], None, None),
+                                device=dev) if use else None
         o, _ = model(ctrl, pose[:, :-1], cands)
         out[f"tf_{name}"] = float(F.mse_loss(o["pose"], pose[:, 1:]))
         r = rollout(model, retriever, val, starts, s.context, s.val_horizon, retrieval=use)
@@ -236,7 +245,7 @@ def train(cfg: dict, out: str | Path | None = None, log=print) -> tuple[Path, di
     retriever = Retriever(db, norm, k=cfg.get("model", {}).get("k", 4), top=rc.get("top", 16),
                           tau=rc.get("tau", 0.5), refresh=rc.get("refresh", 6))
     model_cfg = {k: v for k, v in cfg.get("model", {}).items() if k != "k"}
-    model = make_model({"model": model_cfg}, db, retriever)
+    model = make_model({"model": model_cfg}, db, retriever).to(s.device)
     train_clips = np.arange(len(db.ranges))
     sampler = WindowSampler(retriever, train_clips, s.window, seed=s.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=s.lr, weight_decay=s.weight_decay)
