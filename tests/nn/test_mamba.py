@@ -159,3 +159,18 @@ def test_autocast_bf16_keeps_the_recurrence_in_float32():
     rel = float((y.float() - ref).norm() / ref.norm())
     assert rel < 0.05  # bf16 projections, float32 scan
     assert float((y_step.float() - ref[:, 0]).norm() / ref[:, 0].norm()) < 0.05
+
+
+def test_state_reset_and_select_per_sequence():
+    m = _small()
+    x = torch.randn(3, 6, 7, dtype=torch.float64)
+    _, state = m.forward_with_state(x)
+    fresh = state.reset(torch.tensor([False, True, False]))
+    y_next, _ = m.step(fresh, x[:, 0])
+    y_first = m(x[1:2, :1])[:, 0]  # sequence 1 restarted from zero state
+    assert (y_next[1] - y_first[0]).abs().max() < 1e-10
+    y_cont, _ = m.step(state, x[:, 0])
+    assert torch.equal(y_next[0], y_cont[0]) and torch.equal(y_next[2], y_cont[2])
+    sub = state.select(torch.tensor([2, 0]))
+    y_sub, _ = m.step(sub, x[[2, 0], 0])
+    assert (y_sub - y_cont[[2, 0]]).abs().max() < 1e-12
