@@ -65,18 +65,33 @@ class Viewer:
             self.time = 0.0
 
     def gui(self, ui, renderer) -> None:
-        e = renderer.effects
-        w, h = renderer.width, renderer.height
-        with ui.panel("Playback", w - 290, 10, 280):
+        self.playback_panel(ui, renderer)
+        self.effects_panel(ui, renderer)
+        # live speed plot of the last 2 seconds above the timeline
+        f = self.frame
+        lo = max(0, f - int(2 * self.clip.motion.fps))
+        ui.plot("root speed (m/s)", self.root_speed[lo:f + 1], lo=0.0, hi=max(3.0, float(self.root_speed.max())),
+                rect=(10, renderer.height - 120, 300, 70))
+        self.timeline(ui, renderer)
+
+    def playback_panel(self, ui, renderer, x: float | None = None, y: float = 10) -> None:
+        """Clip name and frame, play/pause, speed, mirror, skeleton, camera mode."""
+        x = renderer.width - 290 if x is None else x
+        with ui.panel("Playback", x, y, 280):
             ui.label(f"{self.clip.motion.name}  frame {self.frame}/{self.clip.num_frames - 1}")
             if ui.button("pause" if self.playing else "play"):
                 self.playing = not self.playing
             self.speed = ui.slider("speed", self.speed, 0.0, 3.0)
             self.mirror = ui.checkbox("mirror", self.mirror)
             self.skeleton = ui.checkbox("skeleton", self.skeleton)
-            modes = list(MODES)
+            modes = list(MODES) + ([self.camera_mode] if self.camera_mode not in MODES else [])
             self.camera_mode = modes[ui.dropdown("camera", modes, modes.index(self.camera_mode))]
-        with ui.panel("Effects", w - 290, 260, 280):
+
+    def effects_panel(self, ui, renderer, x: float | None = None, y: float = 260) -> None:
+        """Shadows, SSAO, bloom, FXAA, profiler switches and the MP4 recording button."""
+        e = renderer.effects
+        x = renderer.width - 290 if x is None else x
+        with ui.panel("Effects", x, y, 280):
             e.shadows = ui.checkbox("shadows", e.shadows)
             e.ssao = ui.checkbox("SSAO", e.ssao)
             e.bloom = ui.checkbox("bloom", e.bloom)
@@ -84,11 +99,10 @@ class Viewer:
             renderer.show_profiler = ui.checkbox("profiler", renderer.show_profiler)
             if ui.button("stop recording" if renderer.recording else "record MP4"):
                 self.toggle_recording(renderer)
-        # timeline along the bottom with a live speed plot of the last 2 seconds
-        f = self.frame
-        lo = max(0, f - int(2 * self.clip.motion.fps))
-        ui.plot("root speed (m/s)", self.root_speed[lo:f + 1], lo=0.0, hi=max(3.0, float(self.root_speed.max())),
-                rect=(10, h - 120, 300, 70))
+
+    def timeline(self, ui, renderer) -> None:
+        """The time slider along the bottom; dragging it pauses playback."""
+        w, h = renderer.width, renderer.height
         duration = (self.clip.num_frames - 1) / self.clip.motion.fps
         t = ui.slider("time", self.time, 0.0, max(duration, 1e-3), rect=(10, h - 40, w - 20, 28), fmt="{:.2f}s")
         if abs(t - self.time) > 1e-6:
@@ -119,13 +133,28 @@ class Viewer:
             if key in inp.keys_pressed:
                 setattr(renderer.effects, name, not getattr(renderer.effects, name))
         self.update(dt, inp)
+        self.present(renderer)
+
+    def frame_camera(self, renderer) -> None:
+        """Point the renderer's camera rig as ``camera_mode`` asks (``free`` flies by the user's
+        keys; any other name, e.g. ``"manual"``, leaves the rig as the caller set it)."""
+        if self.camera_mode not in MODES:   # "manual": the rig is the caller's
+            return
         if self.camera_mode == "free":
             if renderer.camera.mode != "free":
                 renderer.camera.set_mode("free")
         else:
             self.clip.frame_camera(renderer.camera, self.camera_mode, self.frame)
-        renderer.begin_frame()
+
+    def draw(self, renderer) -> None:
+        """Queue the 3D content of the current frame."""
         self.clip.draw(renderer, self.frame, mirror=self.mirror, skeleton=self.skeleton)
+
+    def present(self, renderer) -> None:
+        """Camera, 3D content and GUI of the current frame, rendered and shown."""
+        self.frame_camera(renderer)
+        renderer.begin_frame()
+        self.draw(renderer)
         renderer.begin_gui()
         self.gui(renderer.ui, renderer)
         renderer.end_frame()
