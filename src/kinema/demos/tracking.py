@@ -1,0 +1,170 @@
+"""``kinema demo tracking``: the full body from three tracked points (head and both wrists,
+as a VR headset and two controllers give them).
+
+The tracked points are replayed from a held-out LaFAN1 take (never seen in training); a
+small MLP (``models/tracking_lafan1.safetensors``, :mod:`kinema.demos._threepoint`)
+reconstructs every joint. The window shows the prediction (skinned when the LaFAN1
+character is in the data folder) with the tracked points as red spheres, the ground truth
+1.2 m to its right (green), and the error. Headless (``--headless --frames N --out DIR``)
+writes ``metrics.json`` (mean per-joint position error of the model and of a mean-pose
+baseline, per joint, tracked points) and ``tracking.mp4`` when an OpenGL context exists.
+
+Train the shipped checkpoint again (2-4 min on one CPU core)::
+
+    nice kinema demo tracking --train --epochs 30 --checkpoint models/tracking_lafan1.safetensors
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from kinema.data import shared_path
+from kinema.demos import _threepoint as tp
+from kinema.demos._showcase import add_common_arguments, panel, run_program, write_metrics
+from kinema.errors import KinemaError
+
+DESCRIPTION = "three-point tracking: full body from head + wrists (held-out LaFAN1, learned MLP)"
+SIDE = np.array([1.2, 0.0, 0.0], np.float32)   # ground truth is drawn this far to the side
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_common_arguments(parser, "out/demo_tracking", frames=300)
+    parser.add_argument("--checkpoint", type=Path, default=None,
+                        help="tracker checkpoint (default models/tracking_lafan1.safetensors)")
+    parser.add_argument("--clip", default=tp.HELD_OUT_CLIPS[0],
+                        help="LaFAN1 take name or BVH path whose head/wrists are replayed (default: held out)")
+    parser.add_argument("--start", type=int, default=0, help="first frame of the clip to replay")
+    parser.add_argument("--train", action="store_true", help="train the checkpoint instead of running the demo")
+    parser.add_argument("--epochs", type=int, default=30, help="--train: epochs")
+    parser.add_argument("--seed", type=int, default=0, help="--train: random seed")
+    parser.add_argument("--dropout", type=float, default=0.2, help="--train: dropout after each hidden block")
+    parser.add_argument("--threads", type=int, default=1, help="--train: torch CPU threads")
+
+
+def _clip_path(clip: str) -> Path:
+    p = Path(clip)
+    if p.suffix.lower() == ".bvh" and p.exists():
+        return p
+    found = shared_path("lafan1", f"{clip}.bvh")
+    if found is None:
+        raise KinemaError(f"LaFAN1 take {clip!r} not found in the shared data folder")
+    return found
+
+
+def reconstruct(args: argparse.Namespace) -> dict:
+    """Load the tracker and the replayed clip; predict every frame; errors of model and baseline."""
+    import kinema
+    tracker = tp.Tracker.load(args.checkpoint or tp.default_checkpoint())
+    motion = kinema.load(_clip_path(args.clip))
+    motion = motion[max(0, args.start):]
+    result = tracker.predict(motion)
+    result["baseline"] = tp.errors(tracker.predict(motion, mean_pose=True))
+    result["errors"] = tp.errors(result)
+    result["tracker"] = tracker
+    return result
+
+
+class TrackingProgram:
+    """Replays the reconstruction frame by frame; draws prediction, tracked points, truth."""
+
+    def __init__(self, result: dict, character=None) -> None:
+        self.r, self.character = result, character
+        self.frame = 0
+        self.errors: list[float] = []
+        self.parents = np.asarray(result["motion"].parents)
+        if character is not None:
+            from kinema.motion import Motion
+            from kinema.serve.clip import character_pose
+            m = Motion.from_global(result["motion"].skeleton, tp.FPS, result["rotations"], result["positions"])
+            self.char_pose = character_pose(character, m)
+
+    def start(self, app) -> None:
+        self.app = app
+        cam = getattr(app.renderer, "camera", None)
+        if cam is not None:
+            self._aim(cam)
+            cam.snap()
+
+    def _aim(self, cam) -> None:
+        hips = self.r["positions"][self.frame, 0] + SIDE / 2
+        cam.set_fixed(hips + np.array([0.3, 1.0, 3.6], np.float32), hips + np.array([0.0, -0.1, 0.0], np.float32))
+
+    def update(self, dt: float) -> None:
+        n = len(self.r["positions"])
+        self.frame = (self.frame + 1) % n
+        self.errors.append(float(self.r["errors"]["per_frame_m"][self.frame]))
+
+    def draw(self, renderer) -> None:
+        f = self.frame
+        if self.character is not None:
+            renderer.draw_character(self.character, self.char_pose[0][f], self.char_pose[1][f])
+        else:
+            renderer.draw_body(self.r["positions"][f], self.parents, color=(0.9, 0.6, 0.3, 1.0))
+        renderer.draw_body(self.r["truth"][f] + SIDE, self.parents, color=(0.35, 0.75, 0.4, 1.0))
+        renderer.draw_sphere(self.r["tracked"][f], 0.06, (0.95, 0.15, 0.15, 1.0))
+        renderer.draw_sphere(self.r["tracked"][f] + SIDE, 0.06, (0.95, 0.15, 0.15, 1.0))
+        self._aim(renderer.camera)
+
+    def gui(self, ui) -> None:
+        e = self.r["errors"]
+        panel(ui, "three-point tracking", [
+            f"frame {self.frame}  error now {1000 * e['per_frame_m'][self.frame]:.0f} mm",
+            f"clip mean {1000 * e['mpjpe_m']:.0f} mm (mean pose {1000 * self.r['baseline']['mpjpe_m']:.0f} mm)",
+            "left: prediction + tracked points (red)", "right: ground truth"],
+              x=max(10, getattr(self.app, "width", 960) - 370))
+
+
+def _character():
+    path = shared_path("characters", "lafan1_character", "character.bin")
+    if path is None:
+        return None
+    from kinema.io.character_bin import load_character
+    return load_character(path)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.train:
+        root = shared_path("lafan1")
+        if root is None:
+            raise KinemaError("training needs the LaFAN1 takes in the shared data folder")
+        out = args.checkpoint or tp.default_checkpoint()
+        import torch
+        torch.set_num_threads(max(1, args.threads))
+        history = tp.train(root, out, epochs=args.epochs, seed=args.seed, dropout=args.dropout)
+        print(f"tracker: {args.epochs} epochs, val loss {history['val'][-1]:.4f} -> {out}")
+        return 0
+    result = reconstruct(args)
+    program = TrackingProgram(result, _character())
+    run_info = run_program(program, args, "kinema: three-point tracking", tp.FPS, "tracking.mp4")
+    e, names = result["errors"], result["motion"].joint_names
+    shown = np.asarray(program.errors) if program.errors else e["per_frame_m"]
+    metrics = {**run_info, "clip": args.clip, "frames_predicted": len(e["per_frame_m"]),
+               "mpjpe_m": e["mpjpe_m"], "mpjpe_shown_frames_m": float(np.mean(shown)),
+               "baseline_mean_pose_mpjpe_m": result["baseline"]["mpjpe_m"],
+               "per_joint_m": dict(zip(names, e["per_joint_m"])),
+               "tracked_points_error_m": {n: float(e["per_joint_m"][names.index(n)]) for n in tp.TRACKED},
+               "checkpoint": str(args.checkpoint or tp.default_checkpoint())}
+    path = write_metrics(args.out, metrics)
+    print(f"tracking ({run_info['mode']}): {args.clip} MPJPE {1000 * e['mpjpe_m']:.1f} mm "
+          f"(mean-pose baseline {1000 * result['baseline']['mpjpe_m']:.1f} mm) -> {path}")
+    return 0
+
+
+def served_clips(args: argparse.Namespace) -> list:
+    """``kinema serve tracking``: the prediction (skinned) with tracked points and the ground truth."""
+    from kinema.motion import Motion
+    from kinema.serve import ServedClip
+    result = reconstruct(args)
+    m = result["motion"]
+    pred = Motion.from_global(m.skeleton, tp.FPS, result["rotations"], result["positions"], name="prediction")
+    truth = result["truth"] + SIDE
+    parents = np.asarray(m.parents)
+    child = np.nonzero(parents >= 0)[0]
+    bones = np.stack([truth[:, parents[child]], truth[:, child]], axis=2)
+    t = result["tracked"]
+    cross = np.eye(3, dtype=np.float32) * 0.06
+    marks = np.stack([t[:, :, None] - cross, t[:, :, None] + cross], axis=3).reshape(len(t), -1, 2, 3)
+    extras = {"truth": (bones, (60, 180, 90)), "tracked": (marks, (230, 30, 30))}
+    return [ServedClip(f"tracking {args.clip}", pred, _character(), extras=extras)]
