@@ -47,6 +47,17 @@ def walk_folder(bandai_dir, tmp_path_factory) -> Path:
     return d
 
 
+@pytest.fixture(autouse=True)
+def keep_camera(renderer):
+    """The editor frames its clips (orbit/follow distances): give the session renderer's
+    camera rig back as it was."""
+    saved = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in renderer.camera.__dict__.items()
+             if k != "camera"}
+    yield
+    renderer.camera.__dict__.update(saved)
+    renderer.camera.snap()
+
+
 def plain(r) -> None:
     for k in ("shadows", "ssao", "bloom", "fxaa"):
         setattr(r.effects, k, False)
@@ -280,3 +291,24 @@ def test_kinema_view_opens_a_folder_at_a_clip(tmp_path, walk_folder):
     assert img.shape == (480, 640, 3) and img[40:250, 10:270].std() > 5
     res = _kinema("view", walk_folder, "--clip", "missing_clip", "--frames", 1)
     assert res.returncode == 1 and "missing_clip" in res.stderr
+
+
+def test_files_with_several_animations_offer_each(fresh, shared_data):
+    ed = Editor(shared_data / "characters" / "fox" / "fox.glb", renderer=fresh)
+    assert ed.entry.animations == ["Survey", "Walk", "Run"] and ed.entry.animation == "Survey"
+    assert ed.clip.character is not None                        # the GLB skins itself
+    survey = ed.features()
+    ed.select_animation("Run")
+    assert ed.clip.motion.name == "Run" and ed.entry.animation == "Run"
+    assert ed.features() is not survey and ed.features().num_frames == ed.clip.num_frames
+    ed.seek(ed.clip.num_frames // 2)
+    img = ed.render_frame()
+    size = ed.entry.size
+    assert fresh.camera.distance == pytest.approx(2.6 * size)  # framed to the (centimetre) fox
+    px, _, vis = fresh.project(ed.features().positions[ed.frame])
+    sky = np.asarray(fresh.effects.sky_color) * 255
+    inside = vis & (px[:, 0] >= 0) & (px[:, 0] < fresh.width) & (px[:, 1] >= 0) & (px[:, 1] < fresh.height)
+    assert inside.mean() > 0.9
+    assert (np.abs(neighbourhood(img, px[inside], 1).astype(float) - sky).max(-1) > 20).any(axis=1).mean() > 0.8
+    with pytest.raises(Exception, match="no animation"):
+        ed.select_animation("Dance")

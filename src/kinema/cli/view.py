@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     renderer = Renderer(effects=Effects(shadows=args.shadows, ssao=args.ssao, bloom=args.bloom, fxaa=args.fxaa))
     width, height = args.size
     renderer.open(width, height, f"kinema view {args.path}", headless=False)
-    renderer.camera.pitch, renderer.camera.distance = 0.45, 5.0   # look down on the floor overlays
+    renderer.camera.pitch = 0.45                     # look down on the floor overlays
     editor.renderer = renderer
     if args.record:
         renderer.start_recording(args.record, fps=60.0)

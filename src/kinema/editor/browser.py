@@ -72,5 +72,13 @@ class Browser:
             self._cache.popitem(last=False)
         return value
 
+    def replace(self, i: int, value) -> None:
+        """Cache ``value`` as clip ``i`` (e.g. another animation of the same file)."""
+        i = int(i) % len(self.paths)
+        self._cache[i] = value
+        self._cache.move_to_end(i)
+        while len(self._cache) > self.keep:
+            self._cache.popitem(last=False)
+
     def is_loaded(self, i: int) -> bool:
         return int(i) % len(self.paths) in self._cache

@@ -62,8 +62,18 @@ class LoadedClip:
     clip: Clip
     setup: FeatureSetup
     computations: int = 0
+    path: Path | None = None
+    animations: list = field(default_factory=list)
+    animation: str | None = None
     _mirrored: Clip | None = field(default=None, repr=False)
     _features: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def size(self) -> float:
+        """Extent of the figure in its first frame (largest side of its joints' box), metres,
+        at least 1 cm."""
+        p = self.clip.motion[0].global_positions()[0]
+        return float(max(np.ptp(p, axis=0).max(), 0.01))
 
     def view(self, mirror: bool = False) -> Clip:
         """The clip as shown: the original, or a clip of ``motion.mirror()``."""
@@ -141,6 +151,7 @@ class Editor(Viewer):
         self._scroll = 0
         self._snap = True              # jump the camera (new clip, seek, mirror) instead of gliding
         self._shown = None
+        self._shown_clip = None
         self._keep = keep
         if path is not None:
             self.open(path)
@@ -158,20 +169,51 @@ class Editor(Viewer):
         """Names of the browsed clips (relative paths)."""
         return [] if self.browser is None else self.browser.names
 
-    def _load(self, path: Path) -> LoadedClip:
+    def _load(self, path: Path, animation: str | None = None, own_character=None) -> LoadedClip:
+        """Read ``path`` (its ``animation`` when given) into a :class:`LoadedClip`. A GLB/FBX
+        with a mesh skins itself unless the editor has a character (``own_character``: the
+        file's character, already loaded)."""
         import kinema
+        from kinema.io import format_module
+        module = format_module(path)
+        animations: list[str] = []
+        if hasattr(module, "animation_names"):
+            try:
+                animations = [str(n) for n in module.animation_names(path)]
+            except KinemaError:
+                animations = []
+        motion = kinema.load(path) if animation is None else kinema.load(path, animation=animation)
         ch = self.character
         if ch is None and path.suffix.lower() in MESH_SUFFIXES:
-            clip = Clip.load(path)                          # a GLB/FBX with a mesh skins itself
-        else:
-            motion = kinema.load(path)
-            if ch is not None and not set(ch.skeleton.names) & set(motion.skeleton.names):
-                self.message = f"{path.name}: no joints shared with the character; procedural body"
-                ch = None
-            clip = Clip(motion, ch)
-        if not clip.motion.name:
-            clip.motion.name = path.stem
-        return LoadedClip(clip, feature_setup(clip.motion.skeleton, clip.motion.fps))
+            ch = own_character
+            if ch is None:
+                try:
+                    ch = load_character_file(path)
+                except KinemaError:
+                    ch = None
+            ch = ch if ch is not None and ch.has_mesh else None
+        if ch is not None and not set(ch.skeleton.names) & set(motion.skeleton.names):
+            self.message = f"{path.name}: no joints shared with the character; procedural body"
+            ch = None
+        if not motion.name:
+            motion.name = path.stem
+        entry = LoadedClip(Clip(motion, ch), feature_setup(motion.skeleton, motion.fps))
+        entry.path, entry.animations = path, animations
+        entry.animation = animation if animation is not None else (animations[0] if animations else None)
+        return entry
+
+    def select_animation(self, name: str) -> LoadedClip:
+        """Show animation ``name`` of the current file (GLB/FBX with several animations)."""
+        entry = self.entry
+        if entry is None or name not in entry.animations:
+            have = [] if entry is None else entry.animations
+            raise KinemaError(f"no animation {name!r} in this clip; it has {have}")
+        own = entry.clip.character if self.character is None else None
+        self.entry = self._load(entry.path, name, own)
+        self.browser.replace(self.index, self.entry)
+        self.time = 0.0
+        self._snap = True
+        return self.entry
 
     def select(self, i: int) -> LoadedClip:
         """Show clip ``i`` (wrapping around) from its first frame; loads it on first use."""
@@ -262,11 +304,17 @@ class Editor(Viewer):
 
     # ------------------------------------------------------------------ drawing
     def frame_camera(self, renderer) -> None:
-        super().frame_camera(renderer)
         shown = (self.browser, self.index, self.mirror)
+        if self._shown is None or shown[:2] != self._shown[:2] or self.entry.clip is not self._shown_clip:
+            # a new clip: orbit and follow distances suit its size (figures in cm, dogs, ...)
+            size = self.entry.size
+            rig = renderer.camera
+            rig.distance = float(np.clip(2.6 * size, 1.0, 500.0))
+            rig.follow_distance, rig.follow_height = float(np.clip(2.2 * size, 1.0, 400.0)), 0.5 * size
+        super().frame_camera(renderer)
         if (self._snap or shown != self._shown) and self.camera_mode not in ("free", "manual"):
             renderer.camera.snap()
-        self._snap, self._shown = False, shown
+        self._snap, self._shown, self._shown_clip = False, shown, self.entry.clip
 
     def draw(self, renderer) -> None:
         f = self.frame
@@ -328,8 +376,15 @@ class Editor(Viewer):
                     self.select(i)
                 except (KinemaError, OSError, ValueError) as exc:
                     self.message = f"{names[i]}: {exc}"
-            ui.label(self.message or f"{self.entry.setup.preset} features, {self.clip.motion.fps:g} fps",
-                     rect=(x + 6, by + 28, width - 12, ROW))
+            anims = self.entry.animations
+            if len(anims) > 1 and not self.message:
+                cur = anims.index(self.entry.animation) if self.entry.animation in anims else 0
+                pick = ui.dropdown("animation", anims, cur, rect=(x + 6, by + 28, width - 12, ROW))
+                if pick != cur:
+                    self.select_animation(anims[pick])
+            else:
+                ui.label(self.message or f"{self.entry.setup.preset} features, {self.clip.motion.fps:g} fps",
+                         rect=(x + 6, by + 28, width - 12, ROW))
 
     def features_panel(self, ui, renderer, x: float = 10, y: float = 262, width: float = 260) -> None:
         """A checkbox per overlay."""
