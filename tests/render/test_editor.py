@@ -312,3 +312,42 @@ def test_files_with_several_animations_offer_each(fresh, shared_data):
     assert (np.abs(neighbourhood(img, px[inside], 1).astype(float) - sky).max(-1) > 20).any(axis=1).mean() > 0.8
     with pytest.raises(Exception, match="no animation"):
         ed.select_animation("Dance")
+
+
+def test_broken_files_are_skipped_and_named(tmp_path, bandai_dir):
+    (tmp_path / "a_broken.bvh").write_text("HIERARCHY\nROOT Hips\n{\n")
+    (tmp_path / "b_walk.bvh").symlink_to(bandai_dir / "dataset-1_walk_normal_001.bvh")
+    (tmp_path / "c_empty.npz").write_bytes(b"")
+    ed = Editor(tmp_path)
+    assert len(ed.clips) == 3 and ed.index == 1                # the first clip that loads
+    assert "a_broken.bvh" in ed.message
+    ed.next()                                                   # c fails, wraps around past a to b
+    assert ed.index == 1 and "c_empty.npz" in ed.message
+    only_bad = tmp_path / "bad"
+    only_bad.mkdir()
+    (only_bad / "x.bvh").write_text("nonsense")
+    with pytest.raises(Exception, match="no clip could be loaded"):
+        ed.open(only_bad)
+    assert ed.index == 1 and len(ed.clips) == 3                # still showing the folder before
+
+
+def test_velocity_arrows_follow_the_joint_velocities(fresh, walk_folder):
+    from kinema.editor.overlays import ROOT_VELOCITY_COLOR, VELOCITY_COLOR
+    plain(fresh)
+    ed = Editor(walk_folder, renderer=fresh, overlays=("velocities",))
+    ed.show_gui = False
+    ed.select(ed.browser.index("dataset-1_walk_normal_001.bvh"))
+    feats = ed.features()
+    f = ed.seek(50)
+    centre = feats.root.positions[f]
+    d = feats.root.directions[f]
+    look(ed, fresh, centre + np.array([d[2], 0.0, -d[0]]) * 3.5 + [0.0, 1.5, 0.0], centre + [0.0, 0.8, 0.0])
+    img = ed.render_frame()
+    speed = np.linalg.norm(feats.velocities[f], axis=-1)
+    fast = np.argsort(speed)[-3:]                               # e.g. the swinging foot
+    mid = feats.positions[f, fast] + feats.velocities[f, fast] * 0.1 * 0.4   # on the shafts
+    px, _, _ = fresh.project(mid)
+    assert colour_near(img, px, rgb(VELOCITY_COLOR)).all()
+    root_mid = centre + [0.0, LIFT, 0.0] + feats.root_velocities[f] * 0.5 * 0.4
+    px, _, _ = fresh.project(root_mid[None])
+    assert colour_near(img, px, rgb(ROOT_VELOCITY_COLOR))[0]

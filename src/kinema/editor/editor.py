@@ -7,7 +7,7 @@ Overlays (each switchable in the "Features" panel, with F1-F9, or :meth:`Editor.
 ``root``            the ground-projected root (simulation bone) and its facing arrow
 ``trajectory``      past (blue) and future (orange) root trajectory with facings
 ``joints``          past (violet) / future (green) trajectories of feet and hands
-``velocities``      joint velocity vectors (cyan, 0.1 s of travel)
+``velocities``      joint velocity vectors (cyan, 0.1 s of travel), root velocity (pink, 0.5 s)
 ``contacts``        a marker on each contact joint: green in contact, red in the air
 ``phases``          a dial per contact joint showing its local phase
 ``plots``           root speed and contact signals over the whole clip, with a cursor
@@ -46,6 +46,7 @@ from kinema.render.ui import ROW
 from kinema.render.viewer import Viewer
 
 PLOT_HEIGHT = 56
+LOAD_ERRORS = (KinemaError, OSError, ValueError)   # what a broken file may raise while loading
 LIST_ROWS = 4
 
 
@@ -158,11 +159,29 @@ class Editor(Viewer):
 
     # ------------------------------------------------------------------ clips
     def open(self, path: str | Path) -> list[str]:
-        """Browse ``path`` (file or folder) and show its first clip; returns the clip names."""
-        self.browser = Browser(path, loader=self._load, keep=self._keep)
-        self._scroll = 0
-        self.select(0)
+        """Browse ``path`` (file or folder) and show its first clip that loads (files that
+        fail are named in the GUI message); returns the clip names. Raises
+        :class:`~kinema.errors.KinemaError` when no clip loads (the editor keeps what it showed)."""
+        before = (self.browser, self.entry, self.index, self._scroll)
+        self.browser, self.entry, self._scroll = Browser(path, loader=self._load, keep=self._keep), None, 0
+        errors = self._first_loadable(range(len(self.browser)))
+        if self.entry is None:
+            self.browser, self.entry, self.index, self._scroll = before
+            raise KinemaError(f"{path}: no clip could be loaded ({errors[0]})")
         return self.browser.names
+
+    def _first_loadable(self, order) -> list[str]:
+        """Select the first clip of ``order`` (indices) that loads; returns the errors met."""
+        errors = []
+        for i in order:
+            try:
+                self.select(i)
+                break
+            except LOAD_ERRORS as exc:
+                errors.append(f"{self.browser.names[i]}: {exc}")
+        if errors and self.entry is not None:
+            self.message = f"skipped {errors[0]}" + (f" (+{len(errors) - 1} more)" if len(errors) > 1 else "")
+        return errors
 
     @property
     def clips(self) -> list[str]:
@@ -229,17 +248,12 @@ class Editor(Viewer):
         return self.entry
 
     def next(self, step: int = 1) -> None:
-        """The next (or with a negative ``step`` previous) clip; a clip that fails to load
-        is reported in the GUI and skipped."""
+        """The next (or with a negative ``step`` previous) clip; clips that fail to load
+        are skipped and named in the GUI message."""
         if self.browser is None:
             return
-        for k in range(1, len(self.browser) + 1):
-            j = (self.index + step * k) % len(self.browser)
-            try:
-                self.select(j)
-                return
-            except (KinemaError, OSError, ValueError) as exc:
-                self.message = f"{self.browser.names[j]}: {exc}"
+        n = len(self.browser)
+        self._first_loadable([(self.index + step * k) % n for k in range(1, n + 1)])
 
     def previous(self) -> None:
         self.next(-1)
@@ -374,7 +388,7 @@ class Editor(Viewer):
                 i = self._scroll + int(active[0])
                 try:
                     self.select(i)
-                except (KinemaError, OSError, ValueError) as exc:
+                except LOAD_ERRORS as exc:
                     self.message = f"{names[i]}: {exc}"
             anims = self.entry.animations
             if len(anims) > 1 and not self.message:

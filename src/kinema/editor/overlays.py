@@ -28,6 +28,7 @@ FUTURE_COLOR = (1.0, 0.5, 0.0, 1.0)
 JOINT_PAST_COLOR = (0.65, 0.35, 0.95, 1.0)
 JOINT_FUTURE_COLOR = (0.3, 0.95, 0.45, 1.0)
 VELOCITY_COLOR = (0.2, 0.85, 0.95, 1.0)
+ROOT_VELOCITY_COLOR = (0.95, 0.3, 0.85, 1.0)
 CONTACT_COLOR = (0.1, 0.9, 0.2, 1.0)
 AIR_COLOR = (0.95, 0.15, 0.15, 1.0)
 LIFT = 0.02                    # floor overlays float this high above y = 0 (no z-fighting)
@@ -55,6 +56,9 @@ def draw_features(renderer, feats: ClipFeatures, frame: int, overlays) -> None:
                                       width=2.0, point_size=5.0)
     if "velocities" in overlays:
         renderer.draw_velocities(feats.positions[f], feats.velocities[f], scale=0.1, color=VELOCITY_COLOR)
+        # the root's velocity, 0.5 s of travel from the root (on the floor)
+        p = feats.root.positions[f] + lift
+        renderer.draw_velocities(p, feats.root_velocities[f], scale=0.5, color=ROOT_VELOCITY_COLOR, width=4.0)
     if "contacts" in overlays and feats.contact_joints.size:
         colours = np.where(feats.contacts[f][:, None], np.float32(CONTACT_COLOR), np.float32(AIR_COLOR))
         renderer.debug.spheres(feats.positions[f, feats.contact_joints], CONTACT_RADIUS, colours)
