@@ -94,3 +94,46 @@ def test_page_shows_character_and_gui_changes_scene(served):
             assert np.sign(x_after - 640) != np.sign(x_before - 640)
         finally:
             ctx.close()
+
+
+def test_live_dog_follows_the_heading_typed_in_the_page(shared_data, tmp_path):
+    """``kinema serve quadruped``'s live clip: typing a heading in the page's GUI turns the dog."""
+    import argparse
+    import time
+
+    from kinema.demos import quadruped
+    from kinema.serve import MotionViewer
+    if CHROMIUM is None:
+        pytest.skip("Debian chromium not installed (./run.sh setup installs it)")
+    parser = argparse.ArgumentParser()
+    quadruped.add_arguments(parser)
+    clips = quadruped.served_clips(parser.parse_args(["--frames", "10", "--heading", "0"]))
+    live = clips[0]
+    viewer = MotionViewer(clips, port=_free_port())
+    thread = threading.Thread(target=viewer.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with playwright.sync_playwright() as p:
+            ctx = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, args=ARGS,
+                                                       viewport={"width": 1280, "height": 720})
+            try:
+                page = ctx.new_page()
+                page.goto(f"http://127.0.0.1:{viewer.port}", timeout=60_000)
+                page.get_by_text("Connected").wait_for(timeout=60_000)
+                page.get_by_text("heading").wait_for(timeout=30_000)
+                box = page.locator("input[type=text]").last          # the heading slider's number box
+                box.fill("90")
+                box.press("Enter")
+                deadline = time.time() + 20
+                while live.heading != 90.0 and time.time() < deadline:
+                    time.sleep(0.1)
+                assert live.heading == 90.0
+                start = live.poses()[1][0, 0].copy()
+                time.sleep(3.0)
+                moved = live.poses()[1][0, 0] - start
+            finally:
+                ctx.close()
+    finally:
+        viewer.stop()
+        thread.join(5)
+    assert moved[0] > 0.5 and abs(moved[2]) < 0.5 * moved[0], moved     # toward +X, as typed

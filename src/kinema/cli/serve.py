@@ -17,14 +17,19 @@ HELP = "serve motions or a demo to a web browser (skinned meshes, trajectories, 
 MOTION_SUFFIXES = {".bvh", ".npz", ".glb", ".gltf", ".fbx"}
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("target", help="motion file, folder of motion files, or a demo name")
+def _serve_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--character", default=None, help="character to skin (GLB, FBX or character.bin)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 for a LAN)")
-    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--port", type=int, default=8080, help="port (0: any free one)")
     parser.add_argument("--seconds", type=float, default=None, help="stop after this long (scripted runs)")
     parser.add_argument("--paused", action="store_true", help="start paused on frame 0")
-    parser.add_argument("demo_args", nargs=argparse.REMAINDER, help="options passed to a served demo")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", help="motion file, folder of motion files, or a demo name")
+    _serve_options(parser)
+    parser.add_argument("demo_args", nargs=argparse.REMAINDER,
+                        help="options after the target: kinema serve's own, the rest go to a served demo")
 
 
 def clips_for(target: str, character: str | None = None, demo_args: list[str] | None = None) -> list:
@@ -32,6 +37,8 @@ def clips_for(target: str, character: str | None = None, demo_args: list[str] | 
     from kinema.cli.demo import demo_names
     from kinema.serve import ServedClip
     path = Path(target)
+    if demo_args and (path.exists() or target not in demo_names()):
+        raise KinemaError(f"kinema serve {target}: unknown options {' '.join(demo_args)}")
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix.lower() in MOTION_SUFFIXES)
         if not files:
@@ -51,6 +58,13 @@ def clips_for(target: str, character: str | None = None, demo_args: list[str] | 
 
 def run(args: argparse.Namespace) -> int:
     from kinema.serve import MotionViewer
+    own = argparse.ArgumentParser(add_help=False)
+    _serve_options(own)
+    late, rest = own.parse_known_args(args.demo_args or [])
+    for name, value in vars(late).items():          # serve options given after the target
+        if value != own.get_default(name):
+            setattr(args, name, value)
+    args.demo_args = rest
     clips = clips_for(args.target, args.character, args.demo_args)
     viewer = MotionViewer(clips, host=args.host, port=args.port, playing=not args.paused)
     print(f"kinema serve: {len(clips)} clip(s) at http://{args.host}:{viewer.port} (Ctrl-C to stop)", flush=True)

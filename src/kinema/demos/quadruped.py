@@ -182,14 +182,45 @@ def _interactive() -> bool:
     return resolve_mode("auto") == "standalone"
 
 
+def live_dog(db: q.Database, character=None, gait: str = "trot", heading: float = 0.0, lock: bool = True):
+    """A :class:`kinema.serve.LiveClip` steering the dog from the browser: a gait dropdown
+    and a heading slider (degrees about +Y, 0 = +Z)."""
+    from kinema.serve import LiveClip
+    from kinema.serve.clip import character_pose_world
+
+    class LiveDog(LiveClip):
+        def __init__(self) -> None:
+            parents = character.skeleton.parents if character is not None else db.skeleton.parents
+            super().__init__("dog (live: steer it)", parents, character, color=(200, 160, 110), fps=q.FPS)
+            self.controller = q.DogController(db, foot_lock=lock, start_gait=gait)
+            self.gait, self.heading = gait, heading
+
+        def add_gui(self, gui) -> None:
+            with gui.add_folder("dog"):
+                g = gui.add_dropdown("gait", q.GAITS, initial_value=self.gait)
+                h = gui.add_slider("heading", -180.0, 180.0, 5.0, self.heading)
+            g.on_update(lambda _e: setattr(self, "gait", g.value))
+            h.on_update(lambda _e: setattr(self, "heading", float(h.value)))
+
+        def advance(self):
+            rot, pos = self.controller.step(_direction(self.heading), self.gait)
+            if character is None:
+                return rot, pos
+            crot, cpos = character_pose_world(character, db.skeleton.names, rot[None], pos[None])
+            return crot[0], cpos[0]
+
+    return LiveDog()
+
+
 def served_clips(args: argparse.Namespace) -> list:
-    """``kinema serve quadruped``: one rollout per gait (``--frames`` each), the dog skinned."""
+    """``kinema serve quadruped``: the dog steered live from the browser (gait, heading),
+    then one recorded rollout per gait (``--frames`` each), the dog skinned."""
     from kinema.motion import Motion
     from kinema.serve import ServedClip
     db = q.build_database(q.default_paths())
     frames = args.frames if args.frames is not None else args._default_frames
     character = _character()
-    clips = []
+    clips = [live_dog(db, character, args.gait, args.heading, not args.no_lock)]
     for i, gait in enumerate(q.GAITS):
         c = q.DogController(db, foot_lock=not args.no_lock, start_gait=gait)
         d = _direction(args.heading + 90 * i)

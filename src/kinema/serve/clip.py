@@ -203,3 +203,60 @@ class ServedClip:
             return np.zeros((0, 2, 3), np.float32)
         pts = path[idx] + np.float32([0, 0.01, 0])
         return np.stack([pts[:-1], pts[1:]], axis=1)
+
+
+class LiveClip:
+    """A clip computed while it plays (a controller steered from the browser's GUI).
+
+    Subclasses implement :meth:`advance` (one frame at ``fps``) and may add GUI controls in
+    :meth:`add_gui`. The viewer treats it as a one-frame clip that changes every tick; the
+    root's recent path is its trajectory. Mirroring does not apply to live clips.
+
+    Args:
+        name: label in the clip chooser. parents: (J,) parents of the joints :meth:`advance`
+            returns (the character's when there is one). character: skinned character or None.
+        fps: frames per second of :meth:`advance`. trail: root positions kept for the path.
+    """
+
+    live = True
+    num_frames = 1
+    match = "local"
+
+    def __init__(self, name: str, parents, character=None, color=(230, 150, 70), fps: float = 30.0,
+                 trail: int = 90) -> None:
+        self.name, self.parents, self.character = name, np.asarray(parents), character
+        self.color, self.fps, self.trail = color, float(fps), int(trail)
+        self.extras: dict = {}
+        self._path: list[np.ndarray] = []
+        self._rot = self._pos = None
+
+    def advance(self) -> tuple[np.ndarray, np.ndarray]:
+        """The next frame's world (rotations (J, 4), positions (J, 3))."""
+        raise NotImplementedError
+
+    def add_gui(self, gui) -> None:
+        """Add this clip's controls to a viser GUI (called once, when first shown)."""
+
+    def step(self) -> None:
+        """Advance one frame and remember the root's path."""
+        rot, pos = self.advance()
+        self._rot, self._pos = np.asarray(rot, np.float32), np.asarray(pos, np.float32)
+        p = self._pos[0].copy()
+        p[1] = 0.0
+        self._path = (self._path + [p])[-self.trail:]
+
+    def poses(self, mirror: bool = False):
+        if self._rot is None:
+            self.step()
+        return self._rot[None], self._pos[None], self.parents
+
+    def bones(self, frame: int = 0, mirror: bool = False) -> np.ndarray:
+        _, pos, parents = self.poses()
+        child = np.nonzero(parents >= 0)[0]
+        return np.stack([pos[0, parents[child]], pos[0, child]], axis=1)
+
+    def trajectory(self, frame: int = 0, mirror: bool = False, seconds: float = 1.0) -> np.ndarray:
+        if len(self._path) < 2:
+            return np.zeros((0, 2, 3), np.float32)
+        pts = np.array(self._path[::3] + [self._path[-1]], np.float32) + np.float32([0, 0.01, 0])
+        return np.stack([pts[:-1], pts[1:]], axis=1)

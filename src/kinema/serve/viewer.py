@@ -35,7 +35,8 @@ class MotionViewer:
     """Serve ``clips`` to browsers on ``http://host:port``.
 
     Args:
-        clips: one or more clips; the GUI's "clip" dropdown chooses among them.
+        clips: one or more clips (:class:`~kinema.serve.clip.ServedClip` or live
+            :class:`~kinema.serve.clip.LiveClip`); the GUI's "clip" dropdown chooses among them.
         host, port: where to listen (``127.0.0.1`` keeps it local; ``0.0.0.0`` serves a LAN).
         playing: start playing (else paused on frame 0).
 
@@ -57,6 +58,8 @@ class MotionViewer:
         self._meshes: list = []
         self._shown: tuple | None = None
         self._stop = threading.Event()
+        self._accum = 0.0
+        self._gui_added: set[int] = set()
         scene = self.server.scene
         scene.set_up_direction("+y")
         scene.add_grid("/floor", width=20.0, height=20.0, plane="xz", cell_size=0.5, section_size=1.0)
@@ -123,6 +126,9 @@ class MotionViewer:
         self._meshes = []
         self.clip_index, self.frame, self.time = int(index), 0, 0.0
         clip = self.clip
+        if getattr(clip, "live", False) and id(clip) not in self._gui_added:
+            clip.add_gui(self.server.gui)
+            self._gui_added.add(id(clip))
         if clip.character is not None and clip.character.has_mesh:
             rot, pos = bind_world(clip.character)
             j = clip.character.skeleton.num_joints
@@ -176,8 +182,20 @@ class MotionViewer:
                                          f"({clip.fps:g} fps){'  mirrored' if mirror else ''}")
 
     def tick(self, dt: float) -> None:
-        """Advance ``dt`` seconds of playback (looping) when playing and update the scene."""
+        """Advance ``dt`` seconds of playback (looping) when playing and update the scene;
+        a live clip computes its new frames."""
         with self._lock:
+            if getattr(self.clip, "live", False):
+                if self.playing:
+                    self._accum += dt * self.speed
+                    stepped = False
+                    while self._accum >= 1.0 / self.clip.fps:
+                        self._accum -= 1.0 / self.clip.fps
+                        self.clip.step()
+                        stepped = True
+                    if stepped:
+                        self.show(force=True)
+                return
             if self.playing:
                 self.time = (self.time + dt * self.speed) % max(self.clip.num_frames / self.clip.fps, 1e-6)
                 self.frame = int(self.time * self.clip.fps) % self.clip.num_frames
