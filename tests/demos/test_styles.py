@@ -72,3 +72,21 @@ def test_demo_headless_metrics(tmp_path, shared_data):
     assert [s["style"] for s in m["segments"]] == ["normal", "old", "proud"]
     speeds = [s["speed_m_s"] for s in m["segments"]]
     assert speeds[0] > speeds[1] + 0.3
+
+
+def test_served_live_walker_switches_style(shared_data):
+    """``kinema serve styles``: the live clip walks and takes a new style while it plays."""
+    parser = argparse.ArgumentParser()
+    st.add_arguments(parser)
+    live, recorded = st.served_clips(parser.parse_args(["--frames", "40", "--styles", "normal,old"]))
+    assert getattr(live, "live", False) and recorded.num_frames == 40
+    hips = []
+    for i in range(90):
+        if i == 45:
+            live.player.set_style("old")
+        live.step()
+        hips.append(live.poses()[1][0, live.player.hips])
+    hips = np.array(hips)
+    fast = np.linalg.norm(hips[40, [0, 2]] - hips[10, [0, 2]])
+    slow = np.linalg.norm(hips[89, [0, 2]] - hips[59, [0, 2]])
+    assert live.player.style == "old" and slow < 0.8 * fast, (fast, slow)

@@ -331,8 +331,32 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def live_styles(library: StyleLibrary, style: str):
+    """A :class:`kinema.serve.LiveClip` walking (straight on, or turning to a heading) whose style and
+    heading are chosen in the browser (a style dropdown, a heading slider in degrees)."""
+    from kinema.serve import LiveClip
+
+    class LiveStyles(LiveClip):
+        def __init__(self) -> None:
+            super().__init__("styles (live: pick one)", library.skeleton.parents, None, color=(90, 140, 220), fps=FPS)
+            self.player, self.heading = StylePlayer(library, style), 0.0
+
+        def add_gui(self, gui) -> None:
+            with gui.add_folder("style"):
+                pick = gui.add_dropdown("style", tuple(library.styles), initial_value=self.player.style)
+                turn = gui.add_slider("walk heading", -180.0, 180.0, 5.0, 0.0)
+            pick.on_update(lambda _e: self.player.set_style(pick.value))
+            turn.on_update(lambda _e: setattr(self, "heading", float(turn.value)))
+
+        def advance(self):
+            return self.player.step(math.radians(self.heading))
+
+    return LiveStyles()
+
+
 def served_clips(args: argparse.Namespace) -> list:
-    """``kinema serve styles``: one clip per style that switches through all of them."""
+    """``kinema serve styles``: a live walker whose style is picked in the page, then one
+    recorded clip that switches through every style."""
     from kinema.motion import Motion
     from kinema.serve import ServedClip
     styles = [s for s in args.styles.split(",") if s]
@@ -346,4 +370,5 @@ def served_clips(args: argparse.Namespace) -> list:
         rot.append(r)
         pos.append(p)
     m = Motion.from_global(library.skeleton, FPS, np.array(rot), np.array(pos), name="styles")
-    return [ServedClip("styles: " + " -> ".join(styles), m, None, color=(90, 140, 220))]
+    recorded = ServedClip("styles: " + " -> ".join(styles), m, None, color=(90, 140, 220))
+    return [live_styles(library, styles[0]), recorded]
