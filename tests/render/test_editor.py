@@ -123,6 +123,15 @@ def test_features_are_those_of_kinema_features_and_computed_once(walk_folder, re
     c = contact_labels(gp, m.fps, feet, (0.17, 0.07, 0.17, 0.07), 0.5, 5)
     np.testing.assert_array_equal(feats.contacts, c)
     np.testing.assert_array_equal(feats.phases, local_phases(c))
+    # joint trajectories: positions and the 6D axes at the current sample are the joint's
+    # world position and rotation matrix columns (scipy as the oracle)
+    from scipy.spatial.transform import Rotation
+    t0 = int(np.nonzero(feats.joint_offsets == 0)[0][0])
+    np.testing.assert_allclose(feats.joint_trajectory_positions[:, t0], gp[:, feats.joints], atol=1e-4)
+    q = gr[:, feats.joints].reshape(-1, 4)
+    mats = Rotation.from_quat(q[:, [1, 2, 3, 0]]).as_matrix().reshape(gr.shape[0], -1, 3, 3)
+    np.testing.assert_allclose(feats.joint_trajectory_axes[:, t0, :, 0], mats[..., :, 0], atol=1e-4)
+    np.testing.assert_allclose(feats.joint_trajectory_axes[:, t0, :, 1], mats[..., :, 1], atol=1e-4)
     # drawing many frames reuses the cached features
     for frame in (0, 30, 60):
         ed.seek(frame)

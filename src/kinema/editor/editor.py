@@ -6,7 +6,8 @@ Overlays (each switchable in the "Features" panel, with F1-F9, or :meth:`Editor.
 =================== ===========================================================
 ``root``            the ground-projected root (simulation bone) and its facing arrow
 ``trajectory``      past (blue) and future (orange) root trajectory with facings
-``joints``          past (violet) / future (green) trajectories of feet and hands
+``joints``          past (violet) / future (green) trajectories of feet and hands, with
+                    each sample's rotation (6D feature: local x red, y green)
 ``velocities``      joint velocity vectors (cyan, 0.1 s of travel), root velocity (pink, 0.5 s)
 ``contacts``        a marker on each contact joint: green in contact, red in the air
 ``phases``          a dial per contact joint showing its local phase
@@ -72,8 +73,11 @@ class LoadedClip:
     @property
     def size(self) -> float:
         """Extent of the figure in its first frame (largest side of its joints' box), metres,
-        at least 1 cm."""
+        at least 1 cm. Joints far from the others (a static root left at the origin while
+        the hips travel, as in the Bandai-Namco takes) do not count."""
         p = self.clip.motion[0].global_positions()[0]
+        d = np.linalg.norm(p - np.median(p, axis=0), axis=-1)
+        p = p[d <= 3.0 * np.median(d) + 1e-6]
         return float(max(np.ptp(p, axis=0).max(), 0.01))
 
     def view(self, mirror: bool = False) -> Clip:

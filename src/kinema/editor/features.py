@@ -108,6 +108,8 @@ class ClipFeatures:
         joints: (K,) trajectory joints; ``joint_offsets`` (T,) their sample offsets.
         joint_trajectory: root-space :class:`~kinema.features.JointTrajectory` (F, T, K, ...).
         joint_trajectory_positions: (F, T, K, 3) world space.
+        joint_trajectory_axes: (F, T, K, 2, 3) the two 6D columns (the joint's local x and
+            y axes) in world space.
         contact_joints: (C,) joints with contacts; ``contacts`` (F, C) bool, ``phases``
             (F, C) local phases in [0, 1).
     """
@@ -126,6 +128,7 @@ class ClipFeatures:
     joint_offsets: np.ndarray
     joint_trajectory: JointTrajectory
     joint_trajectory_positions: np.ndarray
+    joint_trajectory_axes: np.ndarray
     contact_joints: np.ndarray
     contacts: np.ndarray
     phases: np.ndarray
@@ -166,4 +169,6 @@ class ClipFeatures:
                    trajectory_directions=vectors_from_root_space(root, traj.directions),
                    joints=joints, joint_offsets=setup.joint_series.offsets(fps), joint_trajectory=jt,
                    joint_trajectory_positions=from_root_space(root, jt.positions),
+                   joint_trajectory_axes=vectors_from_root_space(root, jt.rotations.reshape(jt.rotations.shape[:-1]
+                                                                                            + (2, 3))),
                    contact_joints=cj, contacts=contacts, phases=phases)

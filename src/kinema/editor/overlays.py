@@ -31,6 +31,9 @@ VELOCITY_COLOR = (0.2, 0.85, 0.95, 1.0)
 ROOT_VELOCITY_COLOR = (0.95, 0.3, 0.85, 1.0)
 CONTACT_COLOR = (0.1, 0.9, 0.2, 1.0)
 AIR_COLOR = (0.95, 0.15, 0.15, 1.0)
+AXIS_X_COLOR = (0.95, 0.25, 0.25, 1.0)
+AXIS_Y_COLOR = (0.25, 0.85, 0.3, 1.0)
+AXIS_LENGTH = 0.06             # metres, joint-trajectory rotation axes
 LIFT = 0.02                    # floor overlays float this high above y = 0 (no z-fighting)
 CONTACT_RADIUS = 0.06
 
@@ -54,6 +57,11 @@ def draw_features(renderer, feats: ClipFeatures, frame: int, overlays) -> None:
             renderer.debug.trajectory(feats.joint_trajectory_positions[f, :, k], None, current,
                                       past_color=JOINT_PAST_COLOR, future_color=JOINT_FUTURE_COLOR,
                                       width=2.0, point_size=5.0)
+        # the 6D rotation features: each sample's local x (red) and y (green) axes
+        p = feats.joint_trajectory_positions[f].reshape(-1, 3)
+        axes = feats.joint_trajectory_axes[f].reshape(-1, 2, 3) * AXIS_LENGTH
+        renderer.draw_lines(p, p + axes[:, 0], AXIS_X_COLOR, 1.5)
+        renderer.draw_lines(p, p + axes[:, 1], AXIS_Y_COLOR, 1.5)
     if "velocities" in overlays:
         renderer.draw_velocities(feats.positions[f], feats.velocities[f], scale=0.1, color=VELOCITY_COLOR)
         # the root's velocity, 0.5 s of travel from the root (on the floor)
