@@ -54,3 +54,11 @@ def test_serve_collects_folder_and_demo(sample_data):
     assert sorted(c.name for c in clips) == sorted(p.stem for p in (sample_data / "games105").glob("*.bvh"))
     with pytest.raises(FileNotFoundError):
         clips_for("no_such_thing_here")
+
+
+def test_cli_serves_then_stops(sample_data, capsys):
+    from kinema.cli.main import main
+    path = str(sample_data / "games105" / "walk_forward.bvh")
+    assert main(["serve", path, "--seconds", "0.5", "--port", "0", "--paused"]) == 0
+    assert "1 clip(s) at http://127.0.0.1:" in capsys.readouterr().out
+    assert main(["serve", path, "--bogus"]) == 1          # options a file cannot take are refused
