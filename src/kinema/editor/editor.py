@@ -441,7 +441,8 @@ class Editor(Viewer):
         return ((10, h - 48 - 2 * PLOT_HEIGHT - 8, w - 20, PLOT_HEIGHT), (10, h - 48 - PLOT_HEIGHT, w - 20, PLOT_HEIGHT))
 
     def plots(self, ui, renderer, feats: ClipFeatures) -> None:
-        """Root speed and contact signals over the whole clip with a cursor at the frame."""
+        """Root speed and contact signals over the whole clip with a cursor at the frame;
+        clicking or dragging on them scrubs (and pauses)."""
         speed_rect, contact_rect = self.plot_rects(renderer)
         n = feats.num_frames
         idx = np.linspace(0, n - 1, int(min(n, max(speed_rect[2], 2)))).round().astype(np.int64)
@@ -452,7 +453,12 @@ class Editor(Viewer):
         if c:
             series = {names[int(j)]: k + 0.8 * feats.contacts[idx, k] for k, j in enumerate(feats.contact_joints)}
             ui.plot("contacts", series, lo=-0.2, hi=c + 0.1, rect=contact_rect)
-        x = speed_rect[0] + speed_rect[2] * self.frame / max(n - 1, 1)
         bottom = (contact_rect if c else speed_rect)
+        if not renderer.headless and rl.is_mouse_button_down(rl.MOUSE_BUTTON_LEFT):   # click/drag scrubs
+            m = rl.get_mouse_position()
+            if speed_rect[0] <= m.x <= speed_rect[0] + speed_rect[2] and \
+                    speed_rect[1] <= m.y <= bottom[1] + bottom[3]:
+                self.seek(int(round((m.x - speed_rect[0]) / speed_rect[2] * (n - 1))))
+        x = speed_rect[0] + speed_rect[2] * self.frame / max(n - 1, 1)
         rl.draw_line_ex(rl.Vector2(float(x), float(speed_rect[1])),
                         rl.Vector2(float(x), float(bottom[1] + bottom[3])), 2.0, rl.Color(255, 255, 255, 255))
