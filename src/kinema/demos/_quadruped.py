@@ -366,9 +366,10 @@ class DogController:
         decay = 0.5 ** (dt / self.halflife)
         self.offset_rot *= decay
         self.offset_hips *= decay
-        return self._pose()
+        return self.pose()
 
-    def _pose(self) -> tuple[np.ndarray, np.ndarray]:
+    def pose(self) -> tuple[np.ndarray, np.ndarray]:
+        """The world pose shown now (rotations (J, 4), positions (J, 3)), paws locked."""
         db = self.db
         rot = quat.mul(quat.exp(self.offset_rot), db.rotations[self.index].astype(np.float64))
         ry = np.array([np.cos(self.yaw / 2), 0.0, np.sin(self.yaw / 2), 0.0])
@@ -405,7 +406,8 @@ class DogController:
             w = 1.0 if contact[k] else self.release[k] / release
             w = w * w * (3 - 2 * w)
             target = g_pos[j] + (self.locks[k] - g_pos[j]) * w
-            target[1] = max(target[1], g_pos[j][1] if not contact[k] else target[1])
+            if not contact[k]:                       # releasing: never pull a lifting paw down
+                target[1] = max(target[1], g_pos[j][1])
             res = solve_pose(g_rot, g_pos, self.db.skeleton.parents, self.leg_roots[k], {j: target}, max_iterations=8)
             g_rot, g_pos = res.rotations, res.positions
         return g_rot, g_pos

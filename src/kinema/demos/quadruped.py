@@ -67,7 +67,7 @@ class DogProgram:
 
     def start(self, app) -> None:
         self.app = app
-        self.pose = self.c._pose()
+        self.pose = self.c.pose()
 
     def update(self, dt: float) -> None:
         direction = None
@@ -88,10 +88,7 @@ class DogProgram:
             s = stick(inp)
             if np.hypot(*s) > 0.1:
                 self.heading = math.degrees(math.atan2(s[0], s[1]))
-            direction = _direction(self.heading) * min(1.0, float(np.hypot(*s)) * 4) if np.hypot(*s) > 0.1 \
-                else _direction(self.heading) * 0.0
-            if not direction.any():
-                direction = _direction(self.heading)   # keep going the last way (a dog has no idle gait here)
+            direction = _direction(self.heading)   # it keeps going the last way (no idle gait in the data)
         self.pose = self.c.step(direction, self.gait)
         self.poses.append(self.pose[1])
         self.gaits.append(self.gait)
