@@ -11,8 +11,8 @@ import imageio.v2 as imageio
 import numpy as np
 import pytest
 
-from kinema.editor import Editor, feature_setup
-from kinema.editor.overlays import AIR_COLOR, CONTACT_COLOR, FUTURE_COLOR, LIFT, PAST_COLOR
+from kinema.render.editor import Editor, feature_setup
+from kinema.render.editor.overlays import AIR_COLOR, CONTACT_COLOR, FUTURE_COLOR, LIFT, PAST_COLOR
 from kinema.engine.protocols import InputFrame
 from kinema.features import RootConfig, compute_root, contact_labels, local_phases
 from render_util import neighbourhood
@@ -259,7 +259,7 @@ def test_phase_dials_and_timeline_plots(fresh, walk_folder):
         ed = Editor(walk_folder, renderer=fresh)
         ed.select(ed.browser.index("dataset-1_walk_normal_001.bvh"))
         feats = ed.features()
-        from kinema.editor.editor import dial_layout, dial_needles
+        from kinema.render.editor.editor import dial_layout, dial_needles
         centres, radius = dial_layout(ed.phase_rect(fresh, feats.contact_joints.size), feats.contact_joints.size)
         speed_rect, contact_rect = ed.plot_rects(fresh)
         cursors = []
@@ -289,6 +289,12 @@ def _kinema(*args, timeout=120):
         pytest.skip("no display for a window: run under xvfb-run (./run.sh test does)")
     return subprocess.run([sys.executable, "-m", "kinema.cli", *map(str, args)], capture_output=True,
                           text=True, timeout=timeout)
+
+
+def test_view_command_names_the_editor_overlays():
+    from kinema.cli import view
+    from kinema.render.editor import DEFAULT_OVERLAYS, OVERLAYS
+    assert view.OVERLAY_NAMES == tuple(OVERLAYS) and view.DEFAULT_OVERLAY_NAMES == DEFAULT_OVERLAYS
 
 
 def test_kinema_view_opens_a_folder_at_a_clip(tmp_path, walk_folder):
@@ -341,7 +347,7 @@ def test_broken_files_are_skipped_and_named(tmp_path, bandai_dir):
 
 
 def test_velocity_arrows_follow_the_joint_velocities(fresh, walk_folder):
-    from kinema.editor.overlays import ROOT_VELOCITY_COLOR, VELOCITY_COLOR
+    from kinema.render.editor.overlays import ROOT_VELOCITY_COLOR, VELOCITY_COLOR
     plain(fresh)
     ed = Editor(walk_folder, renderer=fresh, overlays=("velocities",))
     ed.show_gui = False

@@ -11,8 +11,13 @@ HELP = ("open the motion editor on a motion file or a folder of them: clip brows
         "mirror, feature overlays (root, trajectories, velocities, contacts, phases), cameras, effects")
 
 
+# kinema.render.editor.overlays.OVERLAYS / DEFAULT_OVERLAYS, spelled out so that building the
+# parser does not import raylib (a test keeps them equal)
+OVERLAY_NAMES = ("root", "trajectory", "joints", "velocities", "contacts", "phases", "plots", "skeleton", "body")
+DEFAULT_OVERLAY_NAMES = ("root", "trajectory", "joints", "velocities", "contacts", "phases", "plots", "body")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from kinema.editor.overlays import DEFAULT_OVERLAYS, OVERLAYS
     parser.add_argument("path", metavar="PATH_OR_DIR",
                         help="motion file (BVH, npz, GLB/glTF, FBX) or a folder searched recursively")
     parser.add_argument("--character", default=None,
@@ -21,8 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="clip to open first in a folder: index or name (file name or stem)")
     parser.add_argument("--frame", type=int, default=None, help="start paused at this frame")
     parser.add_argument("--mirror", action="store_true", help="start mirrored")
-    parser.add_argument("--overlays", default=",".join(DEFAULT_OVERLAYS),
-                        help=f"comma-separated overlays shown at start, of: {', '.join(OVERLAYS)} "
+    parser.add_argument("--overlays", default=",".join(DEFAULT_OVERLAY_NAMES),
+                        help=f"comma-separated overlays shown at start, of: {', '.join(OVERLAY_NAMES)} "
                              "('' for none; F1-F9 toggle them)")
     parser.add_argument("--no-gui", action="store_true", help="hide the GUI panels (H toggles)")
     parser.add_argument("--size", type=parse_size, default=(1280, 720), help="window WxH (default 1280x720)")
@@ -36,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kinema.editor import Editor
+    from kinema.render.editor import Editor
     from kinema.errors import KinemaError
     from kinema.render import Effects, Renderer
 

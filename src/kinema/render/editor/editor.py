@@ -38,9 +38,9 @@ from pathlib import Path
 import numpy as np
 import pyray as rl
 
-from kinema.editor.browser import Browser
-from kinema.editor.features import ClipFeatures, FeatureSetup, feature_setup
-from kinema.editor.overlays import AIR_COLOR, CONTACT_COLOR, DEFAULT_OVERLAYS, OVERLAYS, draw_features
+from kinema.render.editor.browser import Browser
+from kinema.render.editor.features import ClipFeatures, FeatureSetup, feature_setup
+from kinema.render.editor.overlays import AIR_COLOR, CONTACT_COLOR, DEFAULT_OVERLAYS, OVERLAYS, draw_features
 from kinema.errors import KinemaError
 from kinema.render.playback import MESH_SUFFIXES, Clip, load_character_file
 from kinema.render.ui import ROW
@@ -59,7 +59,14 @@ def _ellipsis(text: str, n: int) -> str:
 @dataclass(eq=False)
 class LoadedClip:
     """One browsed clip: its :class:`~kinema.render.playback.Clip`, the mirrored clip
-    (made on first use) and the features of each, computed once."""
+    (made on first use) and the features of each, computed once.
+
+    Attributes:
+        clip: the clip as loaded; ``setup`` the feature rules for its skeleton.
+        computations: how many feature computations ran (one per mirror state at most).
+        path: the file; ``animations`` its animation names (GLB/FBX; empty for one-take
+            formats), ``animation`` the one shown.
+    """
 
     clip: Clip
     setup: FeatureSetup

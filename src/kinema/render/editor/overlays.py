@@ -1,13 +1,13 @@
 """What the motion editor draws in 3D for each feature, and the overlay names.
 
-:func:`draw_features` only indexes the precomputed :class:`~kinema.editor.features.ClipFeatures`
+:func:`draw_features` only indexes the precomputed :class:`~kinema.render.editor.features.ClipFeatures`
 at one frame and queues debug-draw primitives on a renderer (no raylib import here).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from kinema.editor.features import ClipFeatures
+from kinema.render.editor.features import ClipFeatures
 
 OVERLAYS = {
     "root": "root + facing",
