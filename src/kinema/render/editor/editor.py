@@ -406,7 +406,10 @@ class Editor(Viewer):
                 cur = anims.index(self.entry.animation) if self.entry.animation in anims else 0
                 pick = ui.dropdown("animation", anims, cur, rect=(x + 6, by + 28, width - 12, ROW))
                 if pick != cur:
-                    self.select_animation(anims[pick])
+                    try:
+                        self.select_animation(anims[pick])
+                    except LOAD_ERRORS as exc:
+                        self.message = f"{anims[pick]}: {exc}"
             else:
                 ui.label(self.message or f"{self.entry.setup.preset} features, {self.clip.motion.fps:g} fps",
                          rect=(x + 6, by + 28, width - 12, ROW))
