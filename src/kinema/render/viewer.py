@@ -1,5 +1,6 @@
-"""The interactive clip viewer behind ``kinema view``: timeline, play/pause, speed, mirror,
-camera modes, effect switches, a live root-speed plot.
+"""The interactive clip viewer: timeline, play/pause, speed, mirror, camera modes, effect
+switches, a live root-speed plot. The motion editor behind ``kinema view``
+(:class:`kinema.render.editor.Editor`) builds on it (clip browser, feature overlays).
 
 Keys: space play/pause, left/right step a frame, m mirror, c next camera mode,
 1-4 toggle shadows/SSAO/bloom/FXAA, p profiler overlay, r start/stop recording an MP4
