@@ -366,3 +366,60 @@ def test_velocity_arrows_follow_the_joint_velocities(fresh, walk_folder):
     root_mid = centre + [0.0, LIFT, 0.0] + feats.root_velocities[f] * 0.5 * 0.4
     px, _, _ = fresh.project(root_mid[None])
     assert colour_near(img, px, rgb(ROOT_VELOCITY_COLOR))[0]
+
+
+def test_mirrored_skinned_character_is_the_mirror_image(fresh, shared_data):
+    """LaFAN1 character.bin: the mirrored view skins the mirror image of the character, so its
+    joints sit on the mirrored motion's joints (to the bind pose's own asymmetry, ~1.5 cm)
+    and the drawn figure covers them."""
+    plain(fresh)
+    fresh.effects.floor = False
+    ed = Editor(shared_data / "lafan1" / "walk4_subject1.bvh", renderer=fresh, overlays=("body",),
+                character=shared_data / "characters" / "lafan1_character" / "character.bin")
+    ed.show_gui = False
+    ch = ed.clip.character
+    f = ed.seek(1500)
+    ed.toggle("mirror", True)
+    bones = ed.clip.skinning(f)
+    bind = np.linalg.inv(ch.inverse_bind.astype(np.float64))[:, :3, 3]
+    joints = (bones[:, :3, :3] @ bind[..., None])[..., 0] + bones[:, :3, 3]
+    names = ed.clip.motion.skeleton.names
+    shared = [n for n in ch.skeleton.names if n in names]
+    mirrored = ed.clip.motion.global_positions()[f, [names.index(n) for n in shared]]
+    drawn = joints[[ch.skeleton.names.index(n) for n in shared]]
+    assert np.linalg.norm(drawn - mirrored, axis=1).max() < 0.03
+    original = ed.entry.clip.motion.global_positions()[f, [names.index(n) for n in shared]]
+    assert np.abs(original[:, 0]).min() > 0.3                  # away from the mirror plane
+    twin = ed.clip.motion.skeleton.mirror_map()
+    swapped = ed.entry.clip.motion.global_positions()[f, twin[[names.index(n) for n in shared]]]
+    np.testing.assert_allclose(mirrored, swapped * [-1.0, 1.0, 1.0], atol=1e-5)
+    # the skinned surface (linear-blend skinning on the CPU) is the mirror image of the
+    # original's: every vertex lies on the reflected original surface
+    from scipy.spatial import cKDTree
+
+    def skin(bones):
+        out = []
+        for mesh in ch.meshes:
+            v = np.c_[mesh.positions, np.ones(len(mesh.positions))]
+            per = np.einsum("vkab,vb->vka", bones[mesh.joints], v)[..., :3]
+            out.append((per * mesh.weights[..., None]).sum(1))
+        return np.concatenate(out)
+
+    from kinema.render.characters import skinning_matrices
+    rot, pos = ed.entry.clip.pose(f)
+    reflected = skin(skinning_matrices(ch, rot, pos).astype(np.float64)) * [-1.0, 1.0, 1.0]
+    gap, _ = cKDTree(reflected).query(skin(bones.astype(np.float64)))
+    assert np.percentile(gap, 95) < 0.03                        # measured 1.5 cm (bind asymmetry)
+    naive = skinning_matrices(ch, *ed.clip.pose(f))            # skinning Motion.mirror() as is
+    gap, _ = cKDTree(reflected).query(skin(naive.astype(np.float64)))
+    assert np.percentile(gap, 95) > 0.05                        # ... would tear the mesh (15 cm)
+    centre = mirrored.mean(0)
+    look(ed, fresh, centre + [2.0, 0.8, 2.5], centre)
+    img = ed.render_frame()
+    px, _, vis = fresh.project(mirrored)
+    sky = np.asarray(fresh.effects.sky_color) * 255
+    on_body = (np.abs(neighbourhood(img, px, 0).astype(float) - sky).max(-1) > 30)[:, 0]
+    assert vis.all() and on_body.mean() > 0.9
+    px, _, _ = fresh.project(original)                       # nothing left where the unmirrored one was
+    on_body = (np.abs(neighbourhood(img, px, 0).astype(float) - sky).max(-1) > 30)[:, 0]
+    assert on_body.mean() < 0.5

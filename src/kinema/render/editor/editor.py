@@ -56,6 +56,49 @@ def _ellipsis(text: str, n: int) -> str:
     return text if len(text) <= n else "..." + text[-(n - 3):]
 
 
+_MIRROR_X = np.diag([-1.0, 1.0, 1.0, 1.0])
+
+
+def mirrored_skinning(character, skinning: np.ndarray) -> np.ndarray:
+    """Skinning matrices (J, 4, 4) that draw the mirror image (across x = 0) of
+    ``character`` skinned with ``skinning`` (J, 4, 4): joint j takes its twin's matrix
+    conjugated by the reflection, ``M S[twin(j)] M``.
+
+    Skinning ``Motion.mirror()`` directly would be wrong: its rotations ``M R M`` are only
+    meaningful for joint frames that are mirror images of each other, which bind poses
+    rarely are. Conjugating keeps every matrix a proper rigid transform (no flipped
+    triangles) and is exact for a left/right symmetric mesh and bind pose."""
+    twin = character.skeleton.mirror_map()
+    return (_MIRROR_X @ np.asarray(skinning, np.float64)[twin] @ _MIRROR_X).astype(np.float32)
+
+
+@dataclass(eq=False)
+class MirroredClip(Clip):
+    """A clip of ``source.motion.mirror()`` whose skinned character is drawn as the mirror
+    image of the source's skinned character (see :func:`mirrored_skinning`); its focus,
+    heading, joints and features are those of the mirrored motion."""
+
+    source: Clip | None = None
+
+    def skinning(self, frame: int) -> np.ndarray:
+        """(J, 4, 4) skinning matrices of the character at ``frame``."""
+        from kinema.render.characters import skinning_matrices
+        rot, pos = self.source.pose(frame)
+        return mirrored_skinning(self.character, skinning_matrices(self.character, rot, pos))
+
+    def draw(self, renderer, frame: int, mirror: bool = False, tint=(1.0, 1.0, 1.0, 1.0),
+             skeleton: bool = False) -> None:
+        if self.character is None or self.source is None or mirror:
+            super().draw(renderer, frame, mirror, tint, skeleton)
+            return
+        renderer.draw_character(self.character, bones=self.skinning(frame), tint=tint)
+        if skeleton:
+            if "joints" not in self._poses:
+                self._poses["joints"] = self.motion.global_positions()
+            f = int(np.clip(frame, 0, self.num_frames - 1))
+            renderer.draw_skeleton(self._poses["joints"][f], self.motion.parents, (1.0, 1.0, 1.0, 1.0), width=2.0)
+
+
 @dataclass(eq=False)
 class LoadedClip:
     """One browsed clip: its :class:`~kinema.render.playback.Clip`, the mirrored clip
@@ -88,11 +131,11 @@ class LoadedClip:
         return float(max(np.ptp(p, axis=0).max(), 0.01))
 
     def view(self, mirror: bool = False) -> Clip:
-        """The clip as shown: the original, or a clip of ``motion.mirror()``."""
+        """The clip as shown: the original, or a :class:`MirroredClip` of ``motion.mirror()``."""
         if not mirror:
             return self.clip
         if self._mirrored is None:
-            self._mirrored = Clip(self.clip.motion.mirror(), self.clip.character)
+            self._mirrored = MirroredClip(self.clip.motion.mirror(), self.clip.character, source=self.clip)
         return self._mirrored
 
     def features(self, mirror: bool = False) -> ClipFeatures:
