@@ -199,3 +199,19 @@ def pose_from_motion(character: Character, motion, frames) -> tuple[np.ndarray, 
     rot[..., have, :] = motion.rotations[f][..., src[have], :]
     pos[..., have, :] = motion.positions[f][..., src[have], :]
     return kinematics.forward(rot, pos, character.skeleton.parents)
+
+
+_MIRROR_X = np.diag([-1.0, 1.0, 1.0, 1.0])
+
+
+def mirrored_skinning(character, skinning: np.ndarray) -> np.ndarray:
+    """Skinning matrices (J, 4, 4) that draw the mirror image (across x = 0) of
+    ``character`` skinned with ``skinning`` (J, 4, 4): joint j takes its twin's matrix
+    conjugated by the reflection, ``M S[twin(j)] M``.
+
+    Skinning ``Motion.mirror()`` directly would be wrong: its rotations ``M R M`` are only
+    meaningful for joint frames that are mirror images of each other, which bind poses
+    rarely are. Conjugating keeps every matrix a proper rigid transform (no flipped
+    triangles) and is exact for a left/right symmetric mesh and bind pose."""
+    twin = character.skeleton.mirror_map()
+    return (_MIRROR_X @ np.asarray(skinning, np.float64)[twin] @ _MIRROR_X).astype(np.float32)

@@ -94,10 +94,18 @@ class Clip:
     def draw(self, renderer, frame: int, mirror: bool = False, tint=(1.0, 1.0, 1.0, 1.0),
              skeleton: bool = False) -> None:
         """Draw the clip at ``frame`` (skinned character or procedural body)."""
-        rot, pos = self.pose(frame, mirror)
-        if self.character is not None:
+        if self.character is not None and mirror:
+            # the mirror image of the skinned character (skinning the mirrored motion's
+            # rotations would tear the mesh: bind frames are rarely mirror images)
+            from kinema.render.characters import mirrored_skinning, skinning_matrices
+            rot, pos = self.pose(frame, False)
+            bones = mirrored_skinning(self.character, skinning_matrices(self.character, rot, pos))
+            renderer.draw_character(self.character, bones=bones, tint=tint)
+        elif self.character is not None:
+            rot, pos = self.pose(frame, mirror)
             renderer.draw_character(self.character, rot, pos, tint=tint)
         else:
+            rot, pos = self.pose(frame, mirror)
             renderer.draw_body(pos, self.motion.parents)
         if skeleton:   # the motion's own joints (a character may add rig-only joints)
             key = ("joints", bool(mirror))

@@ -56,20 +56,6 @@ def _ellipsis(text: str, n: int) -> str:
     return text if len(text) <= n else "..." + text[-(n - 3):]
 
 
-_MIRROR_X = np.diag([-1.0, 1.0, 1.0, 1.0])
-
-
-def mirrored_skinning(character, skinning: np.ndarray) -> np.ndarray:
-    """Skinning matrices (J, 4, 4) that draw the mirror image (across x = 0) of
-    ``character`` skinned with ``skinning`` (J, 4, 4): joint j takes its twin's matrix
-    conjugated by the reflection, ``M S[twin(j)] M``.
-
-    Skinning ``Motion.mirror()`` directly would be wrong: its rotations ``M R M`` are only
-    meaningful for joint frames that are mirror images of each other, which bind poses
-    rarely are. Conjugating keeps every matrix a proper rigid transform (no flipped
-    triangles) and is exact for a left/right symmetric mesh and bind pose."""
-    twin = character.skeleton.mirror_map()
-    return (_MIRROR_X @ np.asarray(skinning, np.float64)[twin] @ _MIRROR_X).astype(np.float32)
 
 
 @dataclass(eq=False)
@@ -82,7 +68,7 @@ class MirroredClip(Clip):
 
     def skinning(self, frame: int) -> np.ndarray:
         """(J, 4, 4) skinning matrices of the character at ``frame``."""
-        from kinema.render.characters import skinning_matrices
+        from kinema.render.characters import mirrored_skinning, skinning_matrices
         rot, pos = self.source.pose(frame)
         return mirrored_skinning(self.character, skinning_matrices(self.character, rot, pos))
 
