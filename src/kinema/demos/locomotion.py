@@ -14,7 +14,8 @@ checkpoint's fingerprint) and cached.
 Headless (``--headless --frames N --out DIR``): a scripted stick track (walk, turn left,
 turn right, stop, walk back) is run with every controller in turn from the same start;
 ``metrics.json`` gets, per controller, the distance between the character's root and the
-simulation object (trajectory following), heading error, foot skating (horizontal toe
+simulation object (trajectory following; by default the root is pulled toward the
+simulation object as Motion Matching does, :func:`adjust_root`), heading error, foot skating (horizontal toe
 speed while the toe is within 2.5 cm of the floor), speed and time per frame. With
 ``--render`` (needs kinema.render) each controller's run is also written as an MP4.
 """
@@ -92,13 +93,35 @@ def cached_database(checkpoint: Path, cache: Path, data: str | None = None):
     return db
 
 
+ADJUST_HALFLIFE = 0.2   # s, position and facing pulled toward the simulation object
+ADJUST_CLAMP = 0.5      # m, the root never lags the simulation object by more
+
+
+def adjust_root(ctl, position: np.ndarray, direction: np.ndarray, dt: float) -> None:
+    """Motion Matching's adjustment and clamping (NOTES.md 1.5): the character's root moves
+    toward the simulation object with a damper of ADJUST_HALFLIFE and never lags it by
+    more than ADJUST_CLAMP; its facing turns toward the simulation's the same way. Applied
+    to every controller alike (``--no-adjust`` turns it off)."""
+    a = 1.0 - 0.5 ** (dt / ADJUST_HALFLIFE)
+    pos = ctl.root_pos[0] + a * (np.asarray(position, np.float32) * [1, 0, 1] - ctl.root_pos[0])
+    off = pos - np.asarray(position, np.float32) * [1, 0, 1]
+    dist = float(np.linalg.norm(off))
+    if dist > ADJUST_CLAMP:
+        pos = pos - off * (1 - ADJUST_CLAMP / dist)
+    yaw = np.arctan2(ctl.root_dir[0, 0], ctl.root_dir[0, 2])
+    goal = np.arctan2(direction[0], direction[2])
+    yaw += a * ((goal - yaw + np.pi) % (2 * np.pi) - np.pi)
+    ctl.root_pos[0] = pos.astype(np.float32)
+    ctl.root_dir[0] = np.array([np.sin(yaw), 0.0, np.cos(yaw)], np.float32)
+
+
 class Locomotion:
     """The program: stick -> simulation springs -> joystick -> controller -> drawn skeleton."""
 
-    def __init__(self, controller, script=None, walk: bool = True):
+    def __init__(self, controller, script=None, walk: bool = True, adjust: bool = True):
         from kinema.control.trajectory import TrajectoryController
 
-        self.ctl, self.script, self.walk = controller, script, walk
+        self.ctl, self.script, self.walk, self.adjust = controller, script, walk, adjust
         self.traj = TrajectoryController()
         self.t = 0.0
         self.log: list[tuple] = []
@@ -138,6 +161,8 @@ class Locomotion:
         t0 = time.perf_counter()
         self.ctl.step(control)
         cost = time.perf_counter() - t0
+        if self.adjust:
+            adjust_root(self.ctl, sim.position, sim.direction, dt)
         self.log.append((self.ctl.root_pos[0].copy(), self.ctl.root_dir[0].copy(), sim.position.copy(),
                          sim.direction.copy(), self.ctl.joint_positions(), cost))
         self.t += dt
@@ -197,6 +222,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "kinema",
                         help="where the rebuilt database is cached")
     parser.add_argument("--render", action="store_true", help="headless: also write an MP4 per controller")
+    parser.add_argument("--no-adjust", action="store_true",
+                        help="do not pull the character's root toward the simulation object")
     parser.add_argument("--width", type=int, default=960)
     parser.add_argument("--height", type=int, default=540)
 
@@ -236,7 +263,7 @@ def run(args: argparse.Namespace) -> int:
     if not headless:
         from kinema.engine import App, Scene
         from kinema.render import Renderer
-        app = App(Scene("locomotion"), Locomotion(ctl, walk=True), mode="standalone", fps=60.0,
+        app = App(Scene("locomotion"), Locomotion(ctl, walk=True, adjust=not args.no_adjust), mode="standalone", fps=60.0,
                   renderer=Renderer(), title="kinema: locomotion", width=args.width, height=args.height)
         app.run(args.frames)
         return 0
@@ -245,10 +272,11 @@ def run(args: argparse.Namespace) -> int:
     modes = MODES if args.controller == "all" else (args.controller,)
     args.out.mkdir(parents=True, exist_ok=True)
     result = {"checkpoint": str(checkpoint), "baseline": None if baseline is None else str(baseline),
+              "root_adjustment": None if args.no_adjust else {"halflife_s": ADJUST_HALFLIFE, "clamp_m": ADJUST_CLAMP},
               "database": db.fingerprint, "frames": frames, "track": TRACK, "controllers": {}}
     for mode in modes:
         ctl.set_mode(mode)
-        program = Locomotion(ctl, script=scripted_stick)
+        program = Locomotion(ctl, script=scripted_stick, adjust=not args.no_adjust)
         program.reset()
         ctl.set_mode(mode)
         video = None
