@@ -24,7 +24,7 @@ import glob
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -307,9 +307,7 @@ def train(cfg: dict, out: str | Path | None = None, log=print) -> tuple[Path, di
         "train_seconds": round(time.time() - t0, 1),
         "torch_threads": s.threads,
     }
-    out = Path(out or cfg.get("out", "model.safetensors"))
-    if not out.is_absolute() and "base" in cfg["data"] and cfg.get("out") and out == Path(cfg["out"]):
-        out = Path.cwd() / out
+    out = Path(out or cfg.get("out", "model.safetensors"))   # relative to the working directory
     save_checkpoint(out, model, **meta)
     return out, meta
 
