@@ -21,6 +21,7 @@ recurrence :meth:`Mamba.step` with a :class:`MambaState`. All three agree to rou
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -155,7 +156,8 @@ class MambaMixer(nn.Module):
     def _A(self) -> torch.Tensor:
         """A = -exp(A_log) (Di, N). Without grad it is cached until A_log changes (its
         version counter moves on every in-place update, e.g. an optimizer step)."""
-        if torch.is_grad_enabled() or self.A_log.is_inference():  # inference tensors have no version
+        if torch.is_grad_enabled() or torch.compiler.is_compiling() or self.A_log.is_inference():
+            # (inference tensors have no version counter; compiled graphs fold it themselves)
             return -torch.exp(self.A_log)
         key = (self.A_log._version, self.A_log.data_ptr(), self.A_log.dtype, self.A_log.device)
         cache = getattr(self, "_A_cache", None)
@@ -199,19 +201,81 @@ class MambaMixer(nn.Module):
         y = y + self.D * xc
         return self.out_proj(y * F.silu(z)), new_conv, h
 
-    def step(self, u: torch.Tensor, conv: torch.Tensor, h: torch.Tensor):
-        """One frame: u (B, D), conv (B, Di, K-1), h (B, Di, N) -> (out (B, D), conv, h)."""
+    def step(self, u: torch.Tensor, conv: torch.Tensor, h: torch.Tensor, inplace: bool = False):
+        """One frame: u (B, D), conv (B, Di, K-1), h (B, Di, N) -> (out (B, D), conv, h).
+
+        Without grad (and without autocast) this runs :meth:`_step_inference`, which
+        computes the same recurrence with fewer passes over the (B, Di, N) state; with
+        ``inplace`` (no grad only) ``conv`` and ``h`` are overwritten and returned."""
+        if not torch.is_grad_enabled() and not _autocasting(u):
+            return self._step_inference(u, conv, h, inplace)
+        if inplace:
+            raise ValueError("Mamba step: inplace=True needs torch.no_grad() or inference_mode "
+                             "(an in-place state update would break backpropagation)")
+        return self.step_functional(u, conv, h)
+
+    def step_functional(self, u: torch.Tensor, conv: torch.Tensor, h: torch.Tensor):
+        """:meth:`step` as plain out-of-place operations (autograd and ``torch.compile``)."""
         xi, z = self.in_proj(u).chunk(2, dim=-1)
         win = torch.cat([conv, xi.unsqueeze(-1)], dim=2)  # (B, Di, K)
         xc = F.silu((win * self.conv1d.weight[:, 0]).sum(-1) + self.conv1d.bias)
         dt, b, c, xc = self._ssm_inputs(xc)
         dA = dt.unsqueeze(-1) * self._A()  # (B, Di, N), before exp
-        if torch.is_grad_enabled():
-            h = torch.addcmul((dt * xc).unsqueeze(-1) * b.unsqueeze(1), dA.exp(), h)
-        else:  # inference: reuse dA's buffer (fewer passes over the (B, Di, N) state)
-            h = dA.exp_().mul_(h).addcmul_((dt * xc).unsqueeze(-1), b.unsqueeze(1))
+        h = torch.addcmul((dt * xc).unsqueeze(-1) * b.unsqueeze(1), dA.exp(), h)
         y = torch.bmm(h, c.unsqueeze(-1)).squeeze(-1) + self.D * xc
         return self.out_proj(y * F.silu(z)), win[:, :, 1:], h
+
+    def _workspace(self, name: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
+        """A scratch tensor kept between frames and never returned to the caller: a fresh
+        multi-megabyte allocation per frame costs page faults on first touch, which dominate
+        the batched step. Keyed on shape, dtype, device and inference mode."""
+        key = (shape, like.dtype, like.device, torch.is_inference_mode_enabled())
+        spaces = self.__dict__.setdefault("_workspaces", {})
+        ws = spaces.get(name)
+        if ws is None or ws[0] != key:
+            ws = spaces[name] = (key, torch.empty(shape, dtype=like.dtype, device=like.device))
+        return ws[1]
+
+    def _step_inference(self, u: torch.Tensor, conv: torch.Tensor, h: torch.Tensor, inplace: bool):
+        """:meth:`step` without autograd: the same operations up to the summation order of
+        the conv taps and the C readout, fused in place on scratch buffers. Unless
+        ``inplace``, the caller's ``conv`` and ``h`` are left untouched."""
+        di, r, n, k = self.d_inner, self.dt_rank, self.d_state, self.d_conv
+        bsz = u.shape[0]
+        xz = self.in_proj(u)
+        xi, z = xz[:, :di], xz[:, di:]
+        w = self.conv1d.weight[:, 0]  # (Di, K)
+        if inplace:
+            win = conv
+        else:
+            win = torch.cat([conv, xi.unsqueeze(-1)], dim=2)  # (B, Di, K); new conv is a view
+            conv = win[:, :, 1:]
+        xc = torch.addcmul(self.conv1d.bias, xi, w[:, k - 1])
+        for j in range(k - 1):
+            xc.addcmul_(win[:, :, j], w[:, j])
+        if inplace and k > 1:  # shift the window left by one frame
+            if k > 2 and conv.is_contiguous():  # as flat contiguous copies (fast)
+                flat = conv.view(-1)
+                tmp = self._workspace("conv", (flat.numel() - 1,), flat).copy_(flat[1:])
+                flat[:-1].copy_(tmp)
+            elif k > 2:  # e.g. the strided window view that forward_with_state returns
+                conv[:, :, :k - 2] = conv[:, :, 1:].clone()
+            conv[:, :, k - 2].copy_(xi)
+        xc = F.silu(xc, inplace=True)
+        dbc = self.x_proj(xc)
+        dt = F.softplus(self.dt_proj(dbc[:, :r]))
+        b, c = dbc[:, r:r + n], dbc[:, r + n:]
+        da = self._workspace("state", (bsz, di, n), h)
+        torch.mul(dt.unsqueeze(-1), self._A(), out=da).exp_()
+        h = h.mul_(da) if inplace else torch.mul(da, h)  # the only (B, Di, N) allocation
+        h.addcmul_((dt * xc).unsqueeze(-1), b.unsqueeze(1))
+        y = torch.mul(h, c.unsqueeze(1), out=da).sum(-1).addcmul_(self.D, xc)
+        return self.out_proj(y.mul_(F.silu(z))), conv, h
+
+
+def _autocasting(t: torch.Tensor) -> bool:
+    """Whether autocast is on for ``t``'s device type."""
+    return torch.is_autocast_enabled(t.device.type)
 
 
 class MambaLayer(nn.Module):
@@ -249,6 +313,7 @@ class Mamba(nn.Module):
                             n_layers=n_layers, d_state=d_state, d_conv=d_conv, d_inner=d_inner,
                             dt_rank=dt_rank, scan=scan, chunk=chunk)
         self.scan, self.chunk = scan, chunk
+        self._compiled_step = None  # see compile_step
         self.input_norm = Normaliser(input_dim)
         self.output_norm = Normaliser(output_dim)
         self.in_head = nn.Linear(input_dim, d_model)
@@ -260,6 +325,53 @@ class Mamba(nn.Module):
         with torch.no_grad():
             for layer in self.layers:
                 layer.mixer.out_proj.weight.div_(math.sqrt(n_layers))
+
+    def compile_step(self, enabled: bool = True, **options) -> None:
+        """Opt in (or out) to a ``torch.compile``'d :meth:`step` for inference (no grad).
+
+        Inductor fuses the per-layer elementwise work into a few C++ loops (it needs a C++
+        compiler at the first call of each batch size). If compilation fails, :meth:`step`
+        warns once and falls back to the eager step for good. ``options`` go to
+        ``torch.compile`` (e.g. ``mode="max-autotune-no-cudagraphs"``)."""
+        if not enabled:
+            self._compiled_step = None
+            return
+        self._compiled_step = tuple(
+            torch.compile(fn, dynamic=False, fullgraph=True, **options)
+            for fn in (self._step_graph, self._step_graph_inplace))
+
+    def _step_graph(self, x: torch.Tensor, convs: list[torch.Tensor], hs: list[torch.Tensor]):
+        """Functional body of :meth:`step` traced by :meth:`compile_step`."""
+        u = self.in_head(self.input_norm.normalise(x))
+        new_convs, new_hs = [], []
+        for layer, c, h in zip(self.layers, convs, hs):
+            out, c, h = layer.mixer.step_functional(layer.norm(u), c, h)
+            u = u + out
+            new_convs.append(c)
+            new_hs.append(h)
+        return self.output_norm.denormalise(self.out_head(self.norm_f(u))), new_convs, new_hs
+
+    def _step_graph_inplace(self, x: torch.Tensor, convs: list[torch.Tensor], hs: list[torch.Tensor]):
+        """:meth:`_step_graph` writing the new state into ``convs``/``hs`` (inductor fuses the
+        write-back into its loops, so the state is never allocated anew)."""
+        y, new_convs, new_hs = self._step_graph(x, convs, hs)
+        for dst, src in zip(convs + hs, new_convs + new_hs):
+            dst.copy_(src)
+        return y
+
+    def _run_compiled(self, state: MambaState, x: torch.Tensor, inplace: bool):
+        """The compiled step, or None after a compilation failure (then eager for good)."""
+        try:
+            if inplace:
+                return self._compiled_step[1](x, state.conv, state.h), state
+            y, convs, hs = self._compiled_step[0](x, list(state.conv), list(state.h))
+        except Exception as exc:  # no C++ compiler, unsupported backend, ...: stay correct
+            warnings.warn(f"Mamba.compile_step: torch.compile failed ({type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0] if str(exc) else ''}); using the eager step",
+                          RuntimeWarning, stacklevel=3)
+            self._compiled_step = None
+            return None
+        return y, MambaState(convs, hs)
 
     def initial_state(self, batch: int = 1) -> MambaState:
         """Zero state for ``batch`` sequences (dtype/device of the parameters)."""
@@ -295,16 +407,29 @@ class Mamba(nn.Module):
         loss = F.mse_loss(self.output_norm.normalise(pred), self.output_norm.normalise(y))
         return loss, {"mse": loss.detach()}
 
-    def step(self, state: MambaState, x: torch.Tensor) -> tuple[torch.Tensor, MambaState]:
-        """One frame x (B, input_dim) -> (y (B, output_dim), new state); O(1) in time."""
+    def step(self, state: MambaState, x: torch.Tensor,
+             inplace: bool = False) -> tuple[torch.Tensor, MambaState]:
+        """One frame x (B, input_dim) -> (y (B, output_dim), new state); O(1) in time.
+
+        ``inplace=True`` (under ``torch.no_grad()``/``inference_mode`` only) overwrites
+        ``state`` and returns it: no per-frame allocation of the (B, Di, N) states, which is
+        what a game loop stepping many characters wants. Otherwise ``state`` is untouched.
+        """
+        if self._compiled_step is not None and not torch.is_grad_enabled() and not _autocasting(x):
+            result = self._run_compiled(state, x, inplace)
+            if result is not None:
+                return result
         u = self.in_head(self.input_norm.normalise(x))
         convs, hs = [], []
         for layer, c, h in zip(self.layers, state.conv, state.h):
-            out, c, h = layer.mixer.step(layer.norm(u), c, h)
+            out, c, h = layer.mixer.step(layer.norm(u), c, h, inplace)
             u = u + out
             convs.append(c)
             hs.append(h)
-        return self.output_norm.denormalise(self.out_head(self.norm_f(u))), MambaState(convs, hs)
+        y = self.output_norm.denormalise(self.out_head(self.norm_f(u)))
+        if inplace:
+            return y, state
+        return y, MambaState(convs, hs)
 
     def rollout_steps(self, x: torch.Tensor, state: MambaState | None = None) -> torch.Tensor:
         """Run :meth:`step` frame by frame over x (B, L, input_dim) (the slow reference)."""
