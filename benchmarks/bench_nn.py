@@ -1,8 +1,11 @@
 """kinema.nn benchmarks (CPU, eager PyTorch, at most 2 threads).
 
 1. Mamba ``step`` latency for the published configuration (4 layers, d_model 256,
-   d_state 16, 163 -> 153) at batch 1 and 256, against re-running the scan over a 16-frame
+   d_state 16, 163 -> 153) at batch 1 and 256, eager and ``compile_step`` (inductor), with a
+   new state per frame or ``inplace=True``, against re-running the scan over a 16-frame
    window for every new frame (what a model without an O(1) recurrence would have to do).
+   Wall and process CPU time are both printed: on a shared machine the wall time includes
+   time the process waited for a core.
 2. Training throughput in frames per second (forward + backward + AdamW) with the
    sequential scan and the parallel scan, against training through the per-step recurrence.
 3. Dynamic int8 quantisation against float32: latency and relative output error on real
@@ -41,40 +44,73 @@ def _poses(n: int) -> torch.Tensor:
     return torch.tensor(pose[:n], dtype=torch.float32)
 
 
-def _step_fn(model: torch.nn.Module, batch: int, x: torch.Tensor):
+def _step_fn(model: torch.nn.Module, batch: int, x: torch.Tensor, inplace: bool = False):
     state = {"s": model.initial_state(batch)}
 
     def run():
-        _, state["s"] = model.step(state["s"], x)
+        _, state["s"] = model.step(state["s"], x, inplace=inplace)
     return run
 
 
-def cpu_time(fn, calls: int) -> float:
-    """Process CPU seconds per call of ``fn`` (with one thread: the wall time the call would
-    take on an idle core, since time spent descheduled by other processes is not counted)."""
+def cpu_time(fn, calls: int, repeat: int = 3) -> float:
+    """Process CPU seconds per call of ``fn``, best of ``repeat`` (with one thread: the wall
+    time the call would take on an idle core, since time spent descheduled by other
+    processes is not counted; with two threads it sums both threads)."""
     fn()
-    t0 = time.process_time()
-    for _ in range(calls):
-        fn()
-    return (time.process_time() - t0) / calls
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.process_time()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.process_time() - t0) / calls)
+    return best
 
 
-def bench_step(repeat: int) -> None:
+def _compiled_copy(model: Mamba) -> Mamba | None:
+    """A copy of ``model`` with :meth:`Mamba.compile_step` on, or None when inductor cannot
+    compile here (the step then warns and runs eagerly; a row would be mislabelled)."""
+    import warnings
+    twin = Mamba(**model.hparams).eval()
+    twin.load_state_dict(model.state_dict())
+    twin.compile_step()
+    with torch.inference_mode(), warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        try:
+            for batch in (1, 256):
+                for inplace in (False, True):
+                    twin.step(twin.initial_state(batch), torch.zeros(batch, 163), inplace=inplace)
+        except RuntimeWarning as exc:
+            print(f"torch.compile unavailable, compiled rows skipped: {exc}")
+            return None
+    return twin
+
+
+def bench_step(repeat: int, compile_step: bool) -> None:
     torch.manual_seed(0)
     model = Mamba(163, 153, **CONFIG).eval()
+    t0 = time.perf_counter()
+    compiled = _compiled_copy(model) if compile_step else None
+    if compiled is not None:
+        print(f"compile_step: {time.perf_counter() - t0:.1f} s to compile 4 graphs (batch 1 and 256, "
+              f"out of place and in place)")
+    variants = [("eager", model, False), ("eager, inplace state", model, True)]
+    if compiled is not None:
+        variants += [("compiled", compiled, False), ("compiled, inplace state", compiled, True)]
     rows = []
     with torch.inference_mode():
         for batch, target_ms in ((1, 1.0), (256, 10.0)):
             x = torch.randn(batch, 163)
             window = torch.randn(batch, WINDOW, 163)
-            t_step = timeit(_step_fn(model, batch, x), repeat=repeat, warmup=3, min_time=0.2)
-            c_step = cpu_time(_step_fn(model, batch, x), 200 if batch == 1 else 20)
             t_win = timeit(lambda: model(window), repeat=max(3, repeat // 2), warmup=1)
-            rows.append([batch, t_step * 1e3, c_step * 1e3, target_ms,
-                         "yes" if t_step * 1e3 <= target_ms else "NO", t_win * 1e3, t_win / t_step])
-    print_table("Mamba step latency per frame (ms), published config, eager fp32",
-                ["batch", "step ms (wall)", "step ms (process CPU)", "target ms", "met (wall)",
-                 f"rescan {WINDOW} frames ms", "speed-up x"], rows)
+            for name, m, inplace in variants:
+                t_step = timeit(_step_fn(m, batch, x, inplace), repeat=repeat, warmup=3, min_time=0.2)
+                c_step = cpu_time(_step_fn(m, batch, x, inplace), 200 if batch == 1 else 20)
+                rows.append([batch, name, t_step * 1e3, c_step * 1e3, target_ms,
+                             "yes" if t_step * 1e3 <= target_ms else "NO",
+                             "yes" if c_step * 1e3 <= target_ms else "NO", t_win * 1e3, t_win / t_step])
+    print_table("Mamba step latency per frame (ms), published config, fp32, inference_mode",
+                ["batch", "step", "wall ms", "process CPU ms", "target ms", "met (wall)",
+                 "met (CPU)", f"rescan {WINDOW} frames ms", "speed-up x"], rows)
 
 
 def bench_training(repeat: int, batch: int, length: int) -> None:
@@ -135,6 +171,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="kinema.nn benchmarks")
     parser.add_argument("--quick", action="store_true", help="fewer repeats, smaller training batch")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (at most 2)")
+    parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile step rows")
+    parser.add_argument("--step-only", action="store_true", help="only the Mamba step latency table")
     args = parser.parse_args(argv)
     torch.set_num_threads(min(2, args.threads))
     repeat = 3 if args.quick else 7
@@ -142,7 +180,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs, "
           f"load average {load:.1f} (intra-op threads spin badly when the CPUs are shared: "
           f"compare --threads 1)")
-    bench_step(repeat)
+    bench_step(repeat, not args.no_compile)
+    if args.step_only:
+        return
     bench_training(max(2, repeat // 2), batch=4 if args.quick else 8, length=64)
     bench_quantized(repeat)
 
