@@ -168,3 +168,24 @@ def test_bad_input_raises():
         index.search(np.zeros((2, 3)), exclude=Exclusion(current=[1, 2, 3]))
     with pytest.raises(KinemaError):
         index.search(np.zeros(3), exclude=Exclusion(mask=np.ones(9, bool)))
+
+
+def test_far_from_origin_readonly_and_strided_inputs():
+    """Large coordinates (float32 rounding of the rotated copy matters) and read-only,
+    non-contiguous arguments give the brute-force result bit for bit."""
+    feats, ranges = _motion_like(6, 500, 9, seed=11)
+    feats = feats * 50 + 3000  # rounding of a float32 copy ~1e-4 here, costs down to ~1e-3
+    index = SearchIndex(feats, ranges)
+    src, q = _queries(feats, 80, 12, noise=0.02)
+    q_strided = np.repeat(q, 2, axis=0)[::2]
+    q_strided.flags.writeable = False
+    mask = np.ones(len(feats), bool)
+    mask[::7] = False
+    mask.flags.writeable = False
+    ex = Exclusion(current=src, around=3, clip_end=5, mask=mask)
+    idx, cost = index.search(q_strided, k=4, exclude=ex)
+    ri, rc = brute_force(feats, q, k=4, exclude=ex, ranges=ranges)
+    np.testing.assert_array_equal(idx, ri)
+    np.testing.assert_array_equal(cost, rc)
+    i1, c1 = index.search(q[3], k=4, exclude=Exclusion(current=int(src[3]), around=3, clip_end=5, mask=mask))
+    np.testing.assert_array_equal(i1, ri[3])

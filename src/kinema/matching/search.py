@@ -11,35 +11,35 @@ the database:
   with the axis-aligned bounding box (in the rotated space) of its rows. The squared
   distance from a query to a box is a lower bound of the cost of every row inside it
   (the rotation preserves distances; a small relative slack absorbs float rounding).
-* **Upper bound.** A greedy beam descent (the ``beam`` best nodes per level) evaluates
-  the rows of the most promising leaves, skipping leaves that the exclusions remove
-  entirely, and takes the k-th smallest allowed cost as a bound ``tau`` per query.
-* **Branch and bound.** Level by level, every (query, node) pair whose box lies farther
-  than ``tau`` is dropped; the rows of the surviving leaves are evaluated exactly in the
-  original feature space and the k best allowed ones are kept. Every row with cost
-  ``<= tau`` lies in a surviving leaf, so the result is the brute-force result.
+* **Compiled branch and bound** (Numba, one core). Per query, a depth-first descent that
+  visits the nearer child first; a node is skipped when its box lies farther than the
+  query's current k-th best allowed cost (with a small slack). Rows are first checked in
+  the rotated space (a float32 copy, its rounding bounded) with early exit over the
+  leading axes, then costed exactly in float64 in the original space. Exclusions are
+  tested per row, so excluded rows never tighten the bound.
+* **Exact final costs.** The kernel returns every allowed row within a small margin of
+  the k-th best float64 cost (the margin is far above float32 rounding); their costs are
+  recomputed with the same float32 kernel as :func:`brute_force` and the k best kept
+  (ties by row index), so the result is bit-identical to brute force.
 
-All steps are vectorised over queries and nodes with NumPy (no Python loop over rows or
-nodes), so a batch of queries costs little more than one.
+Queries of a batch run one after another inside one compiled call (no Python per query).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Sequence
 
+import numba
 import numpy as np
 
 from kinema.errors import KinemaError
 
 # Pruning keeps a node unless lower_bound > tau * (1 + _REL_SLACK) + _ABS_SLACK. The bound is
-# computed in a rotated frame and in float32, the costs in the original frame: the slack
-# covers their rounding differences (orders of magnitude above float32 error, far below
-# any distance that matters for pruning).
+# computed in a rotated frame (boxes stored in float32, rounded outwards), the costs in the
+# original frame: the slack covers their rounding differences (orders of magnitude above
+# the float error, far below any distance that matters for pruning).
 _REL_SLACK = 1e-4
 _ABS_SLACK = 1e-6
-# Surviving leaves are scanned in rounds by rank of lower bound (per query): after each
-# round but the last, tau shrinks to the k-th best cost seen so far.
-_LEAF_ROUNDS = (4, 16, 64, 1 << 62)
 
 
 @dataclass(frozen=True)
@@ -101,11 +101,6 @@ class _Rules:
             if clips.shape[1]:
                 self.clips = clips
 
-    @property
-    def by_position(self) -> bool:
-        """True when rules depend on the query's current row (leaf-level skipping applies)."""
-        return self.current is not None or self.clips is not None
-
     def allowed(self, rows: np.ndarray, qid: np.ndarray | None) -> np.ndarray:
         """Bool per candidate: may ``rows`` (original indices) be returned to queries ``qid``?
 
@@ -127,19 +122,6 @@ class _Rules:
                 ok &= ~np.any(crow[..., None] == cl, axis=-1)
         return ok
 
-    def leaf_fully_excluded(self, row_min: np.ndarray, row_max: np.ndarray, clip_min: np.ndarray,
-                            clip_max: np.ndarray, qid: np.ndarray) -> np.ndarray:
-        """Bool per (leaf, query) pair: the rules remove every row of the leaf."""
-        out = np.zeros(row_min.shape, bool)
-        if self.current is not None:
-            cur, cclip = self.current[qid], self.current_clip[qid]
-            out |= (clip_min == cclip) & (clip_max == cclip) & (row_min >= cur - self.around) \
-                & (row_max <= cur + self.around)
-        if self.clips is not None:
-            single = clip_min == clip_max
-            out |= single & np.any(clip_min[..., None] == self.clips[qid], axis=-1)
-        return out
-
 
 def _ranges_arrays(ranges: np.ndarray | None, num_rows: int) -> tuple[np.ndarray, np.ndarray]:
     """Clip id and clip stop of every row from ``ranges`` (C, 2) [start, stop)."""
@@ -155,6 +137,11 @@ def _ranges_arrays(ranges: np.ndarray | None, num_rows: int) -> tuple[np.ndarray
     clip_of_row = np.repeat(np.arange(len(ranges), dtype=np.int64), lengths)
     clip_stop_of_row = np.repeat(ranges[:, 1], lengths)
     return clip_of_row, clip_stop_of_row
+
+
+def _plain(a: np.ndarray, dtype: type) -> np.ndarray:
+    """``a`` as a C-contiguous, writable array of ``dtype`` (copied only when needed)."""
+    return np.require(a, dtype, ("C", "W"))
 
 
 def _check_queries(queries: np.ndarray, dims: int) -> tuple[np.ndarray, bool]:
@@ -262,18 +249,210 @@ def _segment_min_max(x: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     return lo, hi
 
 
-def _lower_bounds(boxes: np.ndarray, qr: np.ndarray) -> np.ndarray:
-    """Squared distance from points qr (..., D) to boxes (..., 2, D) [centre, half-width]."""
-    gap = boxes[..., 0, :] - qr
-    np.abs(gap, out=gap)
-    gap -= boxes[..., 1, :]
-    np.maximum(gap, 0, out=gap)
-    return np.einsum("...k,...k->...", gap, gap)
+# Candidate margin: the kernel keeps every allowed row whose float64 cost is within this of
+# the k-th best float64 cost; the final float32 costs (the brute-force kernel) differ from
+# float64 by at most ~(D + 3) * 2^-24 relative, far inside the margin, so every row that
+# brute force returns is among the candidates.
+_CAND_REL = 2e-5
+_CAND_ABS = 1e-20
+# Distance sums are checked against the limit after every _BLOCK axes.
+_BLOCK = 8
 
 
-def _rank_in_group(group: np.ndarray, num_groups: int) -> np.ndarray:
-    """Position of each element within its run of equal values of sorted ``group``."""
-    return np.arange(len(group)) - np.searchsorted(group, np.arange(num_groups))[group]
+@numba.njit(cache=True, nogil=True)
+def _allowed_row(orig, qi, mask, clip_end, clip_stop, clip_of_row, cur, cur_clip, around, clips):
+    """Exclusion rules of :class:`_Rules` for one original row and query (see ``allowed``)."""
+    if mask.shape[0] > 0 and not mask[orig]:
+        return False
+    if clip_end > 0 and orig >= clip_stop[orig] - clip_end:
+        return False
+    c = clip_of_row[orig]
+    if cur.shape[0] > 0 and c == cur_clip[qi] and abs(orig - cur[qi]) <= around:
+        return False
+    for m in range(clips.shape[1]):
+        if c == clips[qi, m]:
+            return False
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def _child_bounds(box_data, off, f, qr, limit, acc):
+    """Squared float64 distances from rotated query qr (D,) to the ``f`` boxes of one group.
+
+    The group at ``off`` holds centres (D, f) then half-widths (D, f), so the inner loop
+    runs over boxes (independent sums, SIMD). Stops early (partial sums, all > ``limit``)
+    once every box is past ``limit``: the leading axes carry the most variance.
+    """
+    dims = qr.shape[0]
+    for c in range(f):
+        acc[c] = 0.0
+    j = 0
+    while j < dims:
+        e = min(j + _BLOCK, dims)
+        for jj in range(j, e):
+            qj = qr[jj]
+            centre = off + jj * f
+            half = off + (dims + jj) * f
+            for c in range(f):
+                g = max(abs(np.float64(box_data[centre + c]) - qj) - np.float64(box_data[half + c]), 0.0)
+                acc[c] += g * g
+        j = e
+        if j < dims:
+            done = True
+            for c in range(f):
+                if acc[c] <= limit:
+                    done = False
+                    break
+            if done:
+                return
+
+
+@numba.njit(cache=True, nogil=True)
+def _knn_kernel(q, qr, k, box_data, level_start, fanouts, rows, rows_rot_t, rot_error, row_index, num_leaves,
+                mask, clip_end, clip_stop, clip_of_row, cur, cur_clip, around, clips):
+    """Depth-first, nearest-child-first branch and bound per query (float64 costs).
+
+    Returns (qid, pos) of candidate rows (tree positions ``leaf * S + slot``): every
+    allowed row whose cost is within the candidate margin of the query's k-th best cost.
+    """
+    nq, dims = q.shape
+    num_levels = level_start.shape[0] - 1
+    last = num_levels - 1
+    size = rows.shape[1]
+    n_top = fanouts[num_levels]  # the top level is one group of n_top boxes
+    max_f = n_top
+    for li in range(num_levels):
+        max_f = max(max_f, fanouts[li])
+    cap_stack = n_top + num_levels * max_f + 1
+    st_level = np.empty(cap_stack, np.int64)
+    st_node = np.empty(cap_stack, np.int64)
+    st_lb = np.empty(cap_stack, np.float64)
+    acc = np.empty(max_f, np.float64)
+    tmp_lb = np.empty(max_f, np.float64)
+    tmp_node = np.empty(max_f, np.int64)
+    pre = np.empty(size, np.float64)
+    cap = 64 * nq + 64
+    out_q = np.empty(cap, np.int64)
+    out_pos = np.empty(cap, np.int64)
+    out_cost = np.empty(cap, np.float64)
+    n_out = 0
+    best = np.empty(k, np.float64)
+    for qi in range(nq):
+        qrow = qr[qi]
+        for j in range(k):
+            best[j] = np.inf
+        first = n_out
+        sp = 0
+        # push the top level, farthest first (the nearest is popped first)
+        _child_bounds(box_data, level_start[0], n_top, qrow, np.inf, acc)
+        order = np.argsort(acc[:n_top])
+        for j in range(n_top - 1, -1, -1):
+            st_level[sp] = 0
+            st_node[sp] = order[j]
+            st_lb[sp] = acc[order[j]]
+            sp += 1
+        while sp > 0:
+            sp -= 1
+            lvl = st_level[sp]
+            node = st_node[sp]
+            tau = best[k - 1]
+            if st_lb[sp] > tau * (1.0 + _REL_SLACK) + _ABS_SLACK:
+                continue
+            if lvl == last:
+                if node >= num_leaves:
+                    continue
+                limit = tau * (1.0 + _CAND_REL) + _CAND_ABS
+                # rotated rows are within rot_error of the exact ones: a row whose rotated
+                # distance exceeds sqrt(limit) + rot_error costs more than limit
+                rot_limit = (np.sqrt(limit) + rot_error) ** 2 * (1.0 + 1e-9)
+                for s in range(size):
+                    pre[s] = 0.0
+                j = 0
+                while j < dims:  # partial sums only grow: stop once every row is past
+                    e = min(j + _BLOCK, dims)
+                    for jj in range(j, e):
+                        qj = qrow[jj]
+                        for s in range(size):
+                            diff = np.float64(rows_rot_t[node, jj, s]) - qj
+                            pre[s] += diff * diff
+                    j = e
+                    if j < dims:
+                        done = True
+                        for s in range(size):
+                            if pre[s] <= rot_limit:
+                                done = False
+                                break
+                        if done:
+                            break
+                for s in range(size):
+                    if pre[s] > rot_limit:
+                        continue
+                    orig = row_index[node, s]
+                    if orig < 0:
+                        continue
+                    cost = 0.0
+                    for jj in range(dims):
+                        diff = np.float64(rows[node, s, jj]) - np.float64(q[qi, jj])
+                        cost += diff * diff
+                    if cost > limit:
+                        continue
+                    if not _allowed_row(orig, qi, mask, clip_end, clip_stop, clip_of_row, cur, cur_clip,
+                                        around, clips):
+                        continue
+                    if n_out == cap:
+                        cap *= 2
+                        grown_q = np.empty(cap, np.int64)
+                        grown_pos = np.empty(cap, np.int64)
+                        grown_cost = np.empty(cap, np.float64)
+                        grown_q[:n_out] = out_q[:n_out]
+                        grown_pos[:n_out] = out_pos[:n_out]
+                        grown_cost[:n_out] = out_cost[:n_out]
+                        out_q, out_pos, out_cost = grown_q, grown_pos, grown_cost
+                    out_q[n_out] = qi
+                    out_pos[n_out] = node * size + s
+                    out_cost[n_out] = cost
+                    n_out += 1
+                    if cost < best[k - 1]:
+                        j = k - 1
+                        while j > 0 and best[j - 1] > cost:
+                            best[j] = best[j - 1]
+                            j -= 1
+                        best[j] = cost
+                        limit = best[k - 1] * (1.0 + _CAND_REL) + _CAND_ABS
+                        rot_limit = (np.sqrt(limit) + rot_error) ** 2 * (1.0 + 1e-9)
+            else:
+                f = fanouts[lvl]
+                limit = tau * (1.0 + _REL_SLACK) + _ABS_SLACK
+                _child_bounds(box_data, level_start[lvl + 1] + node * 2 * dims * f, f, qrow, limit, acc)
+                n = 0
+                for c in range(f):
+                    lb = acc[c]
+                    if lb <= limit:
+                        # insertion sort, descending: push order = farthest first
+                        j = n
+                        while j > 0 and tmp_lb[j - 1] < lb:
+                            tmp_lb[j] = tmp_lb[j - 1]
+                            tmp_node[j] = tmp_node[j - 1]
+                            j -= 1
+                        tmp_lb[j] = lb
+                        tmp_node[j] = node * f + c
+                        n += 1
+                for j in range(n):
+                    st_level[sp] = lvl + 1
+                    st_node[sp] = tmp_node[j]
+                    st_lb[sp] = tmp_lb[j]
+                    sp += 1
+        # keep this query's candidates within the margin of its final k-th cost
+        limit = best[k - 1] * (1.0 + _CAND_REL) + _CAND_ABS
+        w = first
+        for j in range(first, n_out):
+            if out_cost[j] <= limit:
+                out_q[w] = out_q[j]
+                out_pos[w] = out_pos[j]
+                out_cost[w] = out_cost[j]
+                w += 1
+        n_out = w
+    return out_q[:n_out], out_pos[:n_out]
 
 
 class SearchIndex:
@@ -286,12 +465,11 @@ class SearchIndex:
         leaf_size: rows per leaf block (power of two).
         fanout: children per stored node (power of two).
         top_nodes: the first stored level has at least this many nodes (fewer for tiny data).
-        beam: nodes kept per level in the upper-bound descent.
         rotate: align the boxes with the principal axes of the features (tighter boxes).
     """
 
     def __init__(self, features: np.ndarray, ranges: np.ndarray | None = None, leaf_size: int = 16,
-                 fanout: int = 8, top_nodes: int = 64, beam: int = 4, rotate: bool = True):
+                 fanout: int = 8, top_nodes: int = 64, rotate: bool = True):
         f = np.ascontiguousarray(features, np.float32)
         if f.ndim != 2 or len(f) == 0:
             raise KinemaError(f"features must be a non-empty (N, D) array, got shape {np.shape(features)}")
@@ -302,7 +480,6 @@ class SearchIndex:
                 raise KinemaError(f"{name} must be a power of two >= 2, got {v}")
         self.num_rows, self.dims = f.shape
         self.leaf_size = leaf_size
-        self.beam = beam
         self.clip_of_row, self.clip_stop_of_row = _ranges_arrays(ranges, self.num_rows)
 
         # Rotation into principal axes, in float64 so the boxes stay accurate.
@@ -329,41 +506,47 @@ class SearchIndex:
         row_index[:self.num_rows] = perm
         self.row_index = row_index.reshape(num_leaves, leaf_size)
 
-        # Leaf boxes and per-leaf row/clip spans (to skip leaves an exclusion empties).
+        # Leaf boxes (rotated space).
         yp = y[perm]
         del y
-        starts = np.arange(0, self.num_rows, leaf_size)
+        # Rotated float32 copy of the rows: a cheap prefilter (leading axes first). Rounding
+        # moves each row by at most rot_error (Euclidean), accounted for in the kernel.
+        rows_rot = np.full((num_leaves * leaf_size, self.dims), np.inf, np.float32)
+        rows_rot[:self.num_rows] = yp
+        self.rows_rot_t = np.ascontiguousarray(rows_rot.reshape(num_leaves, leaf_size, self.dims).transpose(0, 2, 1))
+        self.rot_error = float(np.sqrt(self.dims) * (np.abs(yp).max() * (2.0 ** -24 + 1e-12) + 1e-12))
         n_full = 1 << depth  # complete tree: missing leaves are empty boxes
         lo = np.full((n_full, self.dims), np.inf)
         hi = np.full((n_full, self.dims), -np.inf)
         lo[:num_leaves], hi[:num_leaves] = _segment_min_max(yp, leaf_size)
         del yp
-        self.leaf_row_min = np.minimum.reduceat(perm, starts)
-        self.leaf_row_max = np.maximum.reduceat(perm, starts)
-        self.leaf_clip_min = np.minimum.reduceat(self.clip_of_row[perm], starts)
-        self.leaf_clip_max = np.maximum.reduceat(self.clip_of_row[perm], starts)
 
         # Stored levels: every log2(fanout)-th depth from the leaves up, top >= top_nodes.
         shift = int(np.log2(fanout))
         keep = list(range(depth, -1, -shift))
         while len(keep) > 1 and (1 << keep[-1]) < top_nodes:
             keep.pop()
-        self.levels: list[np.ndarray] = []  # top first; level i+1 reshaped (n_i, fanout, 2, D)
+        levels: list[np.ndarray] = []  # top first, (n_i, 2, D) boxes
         cur_depth = depth
         for d in keep:
             while cur_depth > d:
                 lo = np.minimum(lo[0::2], lo[1::2])
                 hi = np.maximum(hi[0::2], hi[1::2])
                 cur_depth -= 1
-            self.levels.append(_boxes(lo, hi))
-        self.levels.reverse()
+            levels.append(_boxes(lo, hi))
+        levels.reverse()
         depths = keep[::-1]
         # fanouts[i]: children per level-i node at level i + 1 (1 for the leaves)
         self.fanouts = [1 << (depths[i + 1] - depths[i]) for i in range(len(depths) - 1)] + [1]
-        # Flat 2-D views for fast row gathers (ndarray.take is slow on >2-D arrays).
-        self.children = [self.levels[0]] + [
-            self.levels[i].reshape(len(self.levels[i - 1]), -1) for i in range(1, len(self.levels))]
-        self.rows_flat = self.rows.reshape(num_leaves, -1)
+        # Flat box data for the compiled search: the children of each node (the top level
+        # as one group) stored together as centres (D, f) then half-widths (D, f).
+        groups = [len(levels[0])] + self.fanouts[:-1]
+        data = [lv.reshape(-1, g, 2, self.dims).transpose(0, 2, 3, 1).ravel() for lv, g in zip(levels, groups)]
+        self.box_data = np.concatenate(data)
+        self.level_start = np.concatenate([[0], np.cumsum([len(d) for d in data])]).astype(np.int64)
+        # fanouts, then the size of the top level
+        self.fanout_array = np.asarray(self.fanouts + [len(levels[0])], np.int64)
+        self.rows_flat = self.rows.reshape(-1, self.dims)  # tree position -> row
 
     def _build_order(self, y: np.ndarray, depth: int) -> np.ndarray:
         """Row order of a complete binary tree of median splits over leaf blocks.
@@ -395,9 +578,6 @@ class SearchIndex:
             yo = yo[step]
         return order
 
-    def _rotate(self, q: np.ndarray) -> np.ndarray:
-        return np.einsum("qd,de->qe", q.astype(np.float64) - self.mean, self.basis).astype(np.float32)  # no BLAS threads
-
     def search(self, queries: np.ndarray, k: int = 4, exclude: Exclusion | None = None
                ) -> tuple[np.ndarray, np.ndarray]:
         """The k rows nearest to each query, exactly as :func:`brute_force` finds them.
@@ -415,224 +595,28 @@ class SearchIndex:
         if k < 1:
             raise KinemaError(f"k must be >= 1, got {k}")
         q, single = _check_queries(queries, self.dims)
-        rules = _Rules(exclude, len(q), self.clip_of_row, self.clip_stop_of_row, self.num_rows)
-        qr = self._rotate(q)
-        if len(q) == 1:
-            found = self._search_one(q[0], qr[0], k, rules)
-            if found is not None:
-                idx, cost = found
-                return (idx, cost) if single else (idx[None], cost[None])
-        tau = self._upper_bounds(q, qr, k, rules)
-        return self._branch_and_bound(q, qr, k, rules, tau, single)
-
-    # -- one query: the same algorithm without per-query bookkeeping (fewer NumPy calls) ----
-    def _search_one(self, q: np.ndarray, qr: np.ndarray, k: int, rules: _Rules
-                    ) -> tuple[np.ndarray, np.ndarray] | None:
-        """Exact search for one query (D,); None when the beam finds fewer than k allowed rows."""
-        dims, size = self.dims, self.leaf_size
-        last = len(self.levels) - 1
-        lb_top = _lower_bounds(self.levels[0], qr)
-        # upper bound tau: greedy beam descent, then the k-th best allowed row of its leaves
-        nodes, lb = np.arange(len(lb_top)), lb_top
-        for li in range(last + 1):
-            if li > 0:
-                f = self.fanouts[li - 1]
-                lb = _lower_bounds(self.children[li].take(nodes, axis=0).reshape(-1, 2, dims), qr)
-                nodes = (nodes[:, None] * f + np.arange(f)).ravel()
-            width = self.beam
-            if li == last:
-                lb[self._leaf_skip(nodes, None, rules)] = np.inf
-                width = max(2 * self.beam, -(-2 * k // size))
-            if len(nodes) > width:
-                sel = np.argpartition(lb, width - 1)[:width]
-                nodes, lb = nodes[sel], lb[sel]
-        leaves = nodes[np.isfinite(lb)]
-        cost = _sqdist(self.rows_flat.take(leaves, axis=0).reshape(-1, dims), q)
-        orig = self.row_index.take(leaves, axis=0).ravel()
-        ok = orig >= 0
-        ok[ok] = rules.allowed(orig[ok], None)
-        if np.count_nonzero(ok) < k:
-            return None
-        tau = np.partition(cost[ok], k - 1)[k - 1]
-
-        # branch and bound
-        limit = tau * np.float32(1 + _REL_SLACK) + np.float32(_ABS_SLACK)
-        node = np.flatnonzero(lb_top <= limit)
-        lb = lb_top[node]
-        for li in range(1, last + 1):
-            f = self.fanouts[li - 1]
-            lb = _lower_bounds(self.children[li].take(node, axis=0).reshape(-1, 2, dims), qr)
-            node = (node[:, None] * f + np.arange(f)).ravel()
-            keep = lb <= limit
-            node, lb = node[keep], lb[keep]
-        keep = ~self._leaf_skip(node, None, rules)
-        node, lb = node[keep], lb[keep]
-        order = np.argsort(lb)
-        node, lb = node[order], lb[order]
-        best_rows = np.zeros(0, np.int64)
-        best_cost = np.zeros(0, np.float32)
-        start = 0
-        for bound in _LEAF_ROUNDS:
-            if start >= len(node) or lb[start] > limit:
-                break
-            chunk = node[start:bound]
-            chunk = chunk[lb[start:bound] <= limit]
-            start = bound
-            cost = _sqdist(self.rows_flat.take(chunk, axis=0).reshape(-1, dims), q)
-            rows = self.row_index.take(chunk, axis=0).ravel()
-            keep = (cost <= tau) & (rows >= 0)
-            rows, cost = rows[keep], cost[keep]
-            ok = rules.allowed(rows, None)
-            rows, cost = rows[ok], cost[ok]
-            best_rows = np.concatenate([best_rows, rows])
-            best_cost = np.concatenate([best_cost, cost])
-            if len(best_cost) >= k:
-                tau = min(tau, np.partition(best_cost, k - 1)[k - 1])
-                keep = best_cost <= tau
-                best_rows, best_cost = best_rows[keep], best_cost[keep]
-                limit = tau * np.float32(1 + _REL_SLACK) + np.float32(_ABS_SLACK)
-        order = np.lexsort((best_rows, best_cost))[:k]
-        idx = np.full(k, -1, np.int64)
-        costs = np.full(k, np.inf, np.float32)
-        idx[:len(order)] = best_rows[order]
-        costs[:len(order)] = best_cost[order]
-        return idx, costs
-
-    def _leaf_skip(self, leaves: np.ndarray, qid: np.ndarray | None, rules: _Rules) -> np.ndarray:
-        """Bool per (leaf, query): missing leaf, or every row removed by the exclusions
-        (``qid`` None: the single query 0)."""
-        skip = leaves >= self.num_leaves
-        if rules.by_position:
-            if qid is None:
-                qid = np.zeros(len(leaves), np.int64)
-            lv = np.minimum(leaves, self.num_leaves - 1)
-            skip |= rules.leaf_fully_excluded(self.leaf_row_min[lv], self.leaf_row_max[lv],
-                                              self.leaf_clip_min[lv], self.leaf_clip_max[lv], qid)
-        return skip
-
-    # -- upper bound: greedy beam descent ------------------------------------------------
-    def _upper_bounds(self, q: np.ndarray, qr: np.ndarray, k: int, rules: _Rules) -> np.ndarray:
-        """Per query, the k-th smallest allowed cost among rows of a few promising leaves
-        (inf when fewer than k allowed rows were seen after widening the beam twice)."""
-        tau = np.full(len(q), np.inf, np.float32)
-        todo = np.arange(len(q))
-        beam = self.beam
-        leaves = max(2 * beam, -(-2 * k // self.leaf_size))
-        for _attempt in range(3):
-            t = self._beam_tau(q[todo], qr[todo], todo, k, rules, beam, leaves)
-            tau[todo] = t
-            todo = todo[~np.isfinite(t)]
-            if len(todo) == 0:
-                break
-            beam *= 4
-            leaves *= 4
-        return tau
-
-    def _beam_tau(self, q: np.ndarray, qr: np.ndarray, qids: np.ndarray, k: int, rules: _Rules,
-                  beam: int, leaves_wanted: int) -> np.ndarray:
         nq = len(q)
-        nodes = None
-        for li, level in enumerate(self.levels):
-            if nodes is None:
-                cand = np.broadcast_to(np.arange(len(level)), (nq, len(level)))
-                boxes = level[None]
-            else:
-                f = self.fanouts[li - 1]
-                boxes = self.children[li].take(nodes.ravel(), axis=0).reshape(nq, -1, 2, self.dims)
-                cand = (nodes[:, :, None] * f + np.arange(f)).reshape(nq, -1)
-            lb = _lower_bounds(boxes, qr[:, None, :])
-            last = li == len(self.levels) - 1
-            if last:
-                qq = np.broadcast_to(qids[:, None], cand.shape)
-                lb = np.where(self._leaf_skip(cand, qq, rules), np.inf, lb)
-            width = leaves_wanted if last else beam
-            if cand.shape[1] > width:
-                sel = np.argpartition(lb, width - 1, axis=1)[:, :width]
-                pick = (np.arange(nq)[:, None], sel)
-                cand, lb = cand[pick], lb[pick]
-            nodes = cand
-        ok_leaf = np.isfinite(lb)
-        leaves = np.where(ok_leaf, nodes, 0)
-        rows = self.rows_flat.take(leaves.ravel(), axis=0).reshape(nq, -1, self.dims)
-        cost = _sqdist(rows, q[:, None, :])
-        orig = self.row_index.take(leaves, axis=0).reshape(nq, -1)
-        ok = (orig >= 0) & np.repeat(ok_leaf, self.leaf_size, axis=1)
-        ok &= rules.allowed(np.maximum(orig, 0), np.broadcast_to(qids[:, None], orig.shape))
-        cost = np.where(ok, cost, np.inf)
-        if cost.shape[1] < k:
-            return np.full(nq, np.inf, np.float32)
-        return np.partition(cost, k - 1, axis=1)[:, k - 1]
-
-    # -- exact search: level-synchronous branch and bound ----------------------------------
-    def _branch_and_bound(self, q: np.ndarray, qr: np.ndarray, k: int, rules: _Rules, tau: np.ndarray,
-                          single: bool) -> tuple[np.ndarray, np.ndarray]:
-        nq = len(q)
-        limit = tau * np.float32(1 + _REL_SLACK) + np.float32(_ABS_SLACK)
-        top = self.levels[0]
-        lb = _lower_bounds(top[None], qr[:, None, :])  # (nq, n_top)
-        qid, node = np.nonzero(lb <= limit[:, None])
-        lb = lb[qid, node]
-        for li in range(1, len(self.levels)):
-            f = self.fanouts[li - 1]
-            boxes = self.children[li].take(node, axis=0).reshape(len(node), f, 2, self.dims)
-            qpt = qr[0] if nq == 1 else qr.take(qid, axis=0)[:, None, :]
-            lb = _lower_bounds(boxes, qpt).ravel()
-            node = (node[:, None] * f + np.arange(f)).ravel()
-            qid = np.repeat(qid, f)
-            keep = lb <= limit[qid]
-            node, qid, lb = node[keep], qid[keep], lb[keep]
-        keep = ~self._leaf_skip(node, qid, rules)
-        return self._scan_leaves(q, k, rules, tau, node[keep], qid[keep], lb[keep], single)
-
-    def _scan_leaves(self, q: np.ndarray, k: int, rules: _Rules, tau: np.ndarray, node: np.ndarray,
-                     qid: np.ndarray, lb: np.ndarray, single: bool) -> tuple[np.ndarray, np.ndarray]:
-        """Evaluate surviving leaves in rounds of increasing lower bound, tightening tau."""
-        nq = len(q)
-        order = np.lexsort((lb, qid))
-        node, qid, lb = node[order], qid[order], lb[order]
-        rank = _rank_in_group(qid, nq)
-        c_rows, c_qid, c_cost = [], [], []
-        prev = 0
-        for bound in _LEAF_ROUNDS:
-            limit = tau * np.float32(1 + _REL_SLACK) + np.float32(_ABS_SLACK)
-            sel = (rank >= prev) & (rank < bound) & (lb <= limit[qid])
-            prev = bound
-            if not np.any(sel):
-                if bound >= rank.max(initial=0):
-                    break
-                continue
-            n_sel, q_sel = node[sel], qid[sel]
-            qpt = q[0] if nq == 1 else q.take(q_sel, axis=0)[:, None, :]
-            cost = _sqdist(self.rows_flat.take(n_sel, axis=0).reshape(len(n_sel), -1, self.dims), qpt).ravel()
-            rows = self.row_index.take(n_sel, axis=0).ravel()
-            q_sel = np.repeat(q_sel, self.leaf_size)
-            keep = (cost <= tau[q_sel]) & (rows >= 0)
-            rows, q_sel, cost = rows[keep], q_sel[keep], cost[keep]
-            keep = rules.allowed(rows, None if nq == 1 else q_sel)
-            c_rows.append(rows[keep])
-            c_qid.append(q_sel[keep])
-            c_cost.append(cost[keep])
-            if bound >= rank.max(initial=0):
-                break
-            # tighten tau to the k-th best cost found so far; drop worse candidates
-            rows, q_sel, cost = np.concatenate(c_rows), np.concatenate(c_qid), np.concatenate(c_cost)
-            o = np.lexsort((cost, q_sel))
-            rows, q_sel, cost = rows[o], q_sel[o], cost[o]
-            at_k = _rank_in_group(q_sel, nq) == k - 1
-            tau = tau.copy()
-            tau[q_sel[at_k]] = np.minimum(tau[q_sel[at_k]], cost[at_k])
-            keep = cost <= tau[q_sel]
-            c_rows, c_qid, c_cost = [rows[keep]], [q_sel[keep]], [cost[keep]]
-        if not c_rows:
-            empty = np.zeros(0, np.int64)
-            return _finish(empty, empty, np.zeros(0, np.float32), nq, k, single)
-        rows, q_sel, cost = np.concatenate(c_rows), np.concatenate(c_qid), np.concatenate(c_cost)
-        keep = cost <= tau[q_sel]
-        return _finish(q_sel[keep], rows[keep], cost[keep], nq, k, single)
+        r = _Rules(exclude, nq, self.clip_of_row, self.clip_stop_of_row, self.num_rows)
+        qr = np.einsum("qd,de->qe", q.astype(np.float64) - self.mean, self.basis)  # no BLAS threads
+        has_cur = r.current is not None
+        # one compiled signature: every array C-contiguous and writable
+        qid, pos = _knn_kernel(
+            _plain(q, np.float32), qr, int(k), self.box_data, self.level_start, self.fanout_array, self.rows,
+            self.rows_rot_t, self.rot_error, self.row_index, int(self.num_leaves),
+            _plain(r.mask if r.mask is not None else np.zeros(0, bool), np.bool_), int(r.clip_end),
+            self.clip_stop_of_row, self.clip_of_row,
+            _plain(r.current if has_cur else np.zeros(0), np.int64),
+            _plain(r.current_clip if has_cur else np.zeros(0), np.int64),
+            int(r.around) if has_cur else 0,
+            _plain(r.clips if r.clips is not None else np.zeros((nq, 0)), np.int64))
+        # final costs with the brute-force kernel (float32), so both agree bit for bit
+        cost = _sqdist(self.rows_flat.take(pos, axis=0), q[0] if nq == 1 else q.take(qid, axis=0))
+        return _finish(qid, self.row_index.ravel().take(pos), cost, nq, k, single)
 
     @property
     def nbytes(self) -> int:
         """Memory held by the index (reordered rows, boxes, maps), in bytes."""
         arrays = [self.rows, self.row_index, self.perm, self.clip_of_row, self.clip_stop_of_row,
-                  self.leaf_row_min, self.leaf_row_max, self.leaf_clip_min, self.leaf_clip_max, *self.levels]
+                  self.box_data, self.level_start, self.fanout_array, self.rows_rot_t]
         return int(sum(a.nbytes for a in arrays))
+
