@@ -14,7 +14,8 @@ loss(with)`` per window (loss: MSE of the normalised pose vector, the training l
 a 95% percentile-bootstrap interval over windows. Metrics: character-space joint position
 error (cm), foot skating (horizontal toe speed while the toe is within 2.5 cm of the
 floor, cm/s), root position (m) and heading (degrees) error against the clip's root, NPSS
-of the joint rotations, divergence. Baselines: copying the previous pose, the nearest
+of the root-space joint rotations (6D) over 60-frame chunks, divergence rate (share of
+windows whose per-frame joint error exceeds 20 cm). Baselines: copying the previous pose, the nearest
 candidate's successor (search every frame), motion-matching playback (search every
 ``refresh`` frames, play successors; no inertialization), the same model fed random
 database rows as candidates (control), and optionally a model trained without retrieval.
@@ -34,6 +35,7 @@ from kinema.errors import KinemaError
 from kinema.nn.checkpoint import load_checkpoint
 
 DIVERGED_CM = 20.0
+NPSS_WINDOW = 60
 
 
 def bootstrap_ci(values: np.ndarray, n: int = 2000, seed: int = 0) -> list[float]:
@@ -55,6 +57,16 @@ def npss(pred: np.ndarray, true: np.ndarray) -> float:
     emd = np.abs(np.cumsum(tn, 1) - np.cumsum(pn, 1)).sum(1)          # (B, D)
     w = tp.sum(1)
     return float((emd * w).sum() / max(w.sum(), 1e-12))
+
+
+def npss_windows(pred: np.ndarray, true: np.ndarray, window: int = NPSS_WINDOW) -> float:
+    """NPSS of (T, D) sequences over consecutive ``window``-frame chunks (NOTES.md 3.4),
+    so the value does not grow with the rollout length; the whole sequence when shorter."""
+    n = max(1, len(pred) // window)
+    size = window if len(pred) >= window else len(pred)
+    p = pred[:n * size].reshape(n, size, -1)
+    t = true[:n * size].reshape(n, size, -1)
+    return npss(p, t)
 
 
 def _positions(poses: np.ndarray, joints: int) -> np.ndarray:
@@ -80,7 +92,7 @@ def window_metrics(pred: np.ndarray, true: np.ndarray, norm: PoseNormaliser, db:
     out["joint_error_max_cm"] = err.mean(2).max(1)
     out["diverged_rate"] = (~(err.mean(2).max(1) <= DIVERGED_CM)).astype(np.float64)
     a, b = pose_layout(j)["rotations"]
-    out["npss"] = np.array([npss(pred[w:w + 1, :, a:b], true[w:w + 1, :, a:b]) for w in range(len(pred))])
+    out["npss"] = np.array([npss_windows(pred[w, :, a:b], true[w, :, a:b]) for w in range(len(pred))])
     if roots is not None:
         rp, rd, tp, td = roots
         out["root_error_m"] = np.linalg.norm((rp - tp)[..., [0, 2]], axis=-1).mean(1)
