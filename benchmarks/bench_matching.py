@@ -11,7 +11,14 @@ Reported: median time of one query (``search(q)``), time per query of a 1000-que
 the same with Motion-Matching's exclusions (+-20 frames around the current row, the last
 20 rows of every clip; cKDTree has no exclusions, brute force applies them), ratios, the
 build times (database and index) and memory. Results are checked to be exact (costs equal
-to the peers') in the same run.
+to the peers') in the same run. Every time is taken both as wall time and as process CPU
+time (the same calls); ratios use CPU time, which a loaded machine distorts less.
+
+Peers. Single query: ``numpy_brute`` (every squared difference summed, argpartition) and,
+for reference, ``numpy_brute_gemv`` (|f|^2 - 2 f.q, one matrix-vector product); with
+exclusions the module's own ``brute_force`` (one cost kernel, rules over every row).
+Batched: ``numpy_brute_blas`` (|f|^2 - 2 Q F^T in chunks of 64, one GEMM per chunk) and
+``numpy_brute_blas_ex`` (the same with excluded rows set to inf).
 
     .venv/bin/python benchmarks/bench_matching.py [--no-1m] [--repeat R]
 """
@@ -27,6 +34,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import argparse  # noqa: E402
 import itertools  # noqa: E402
 import resource  # noqa: E402
+import statistics  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -82,6 +90,41 @@ def numpy_brute_blas(features: np.ndarray, norms: np.ndarray, queries: np.ndarra
     return np.concatenate(out)
 
 
+def numpy_brute_gemv(features: np.ndarray, norms: np.ndarray, q: np.ndarray, k: int = 4) -> np.ndarray:
+    """Single-query peer with BLAS: |f|^2 - 2 f.q (approximate costs), k smallest."""
+    d = norms - 2.0 * (features @ q)
+    idx = np.argpartition(d, k)[:k]
+    return idx[np.argsort(d[idx])]
+
+
+def numpy_brute_blas_ex(features: np.ndarray, norms_ok: np.ndarray, queries: np.ndarray, current: np.ndarray,
+                        around: int, ranges: np.ndarray, clip_of_row: np.ndarray, k: int = 4) -> np.ndarray:
+    """Batched BLAS peer with Motion-Matching exclusions: ``norms_ok`` is |f|^2 with inf at
+    rows never allowed (clip ends); each query's +-around window in its clip is set to inf."""
+    out = []
+    for s in range(0, len(queries), 64):
+        q = queries[s:s + 64]
+        d = norms_ok[None] - 2.0 * (q @ features.T)
+        for i, cur in enumerate(current[s:s + 64]):
+            start, stop = ranges[clip_of_row[cur]]
+            d[i, max(cur - around, start):min(cur + around + 1, stop)] = np.inf
+        idx = np.argpartition(d, k, axis=1)[:, :k]
+        out.append(np.take_along_axis(idx, np.argsort(np.take_along_axis(d, idx, 1), 1), 1))
+    return np.concatenate(out)
+
+
+def timed(fn, repeat: int, warmup: int = 1) -> tuple[float, float]:
+    """(median wall time, median process CPU time) of ``fn()`` in seconds, same calls."""
+    cpu: list[float] = []
+
+    def wrapped():
+        t0 = time.process_time()
+        fn()
+        cpu.append(time.process_time() - t0)
+    wall = timeit(wrapped, repeat=repeat, warmup=warmup)
+    return wall, statistics.median(cpu[warmup:])
+
+
 def _rss_mb() -> float:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * resource.getpagesize() / 2**20
@@ -117,11 +160,15 @@ def bench(name: str, feats: np.ndarray, ranges: np.ndarray, info: dict, repeat: 
         return lambda: qs[next(it)]
 
     nxt = cycle(single)
-    t_ours = timeit(lambda: index.search(nxt(), k=4), repeat=repeat, warmup=5)
+    t_ours = timed(lambda: index.search(nxt(), k=4), repeat=repeat, warmup=5)
     nxt = cycle(single)
-    t_kd = timeit(lambda: tree.query(nxt(), k=4), repeat=repeat, warmup=5)
+    t_kd = timed(lambda: tree.query(nxt(), k=4), repeat=repeat, warmup=5)
+    few = max(7, repeat // 20)
     nxt = cycle(single)
-    t_brute = timeit(lambda: numpy_brute(feats, nxt()), repeat=max(7, repeat // 20), warmup=1)
+    t_brute = timed(lambda: numpy_brute(feats, nxt()), repeat=few)
+    norms = (feats.astype(np.float32) ** 2).sum(1)
+    nxt = cycle(single)
+    t_gemv = timed(lambda: numpy_brute_gemv(feats, norms, nxt()), repeat=few)
     it = itertools.cycle(range(len(single)))
 
     def ours_ex():
@@ -131,24 +178,40 @@ def bench(name: str, feats: np.ndarray, ranges: np.ndarray, info: dict, repeat: 
     def brute_ex():
         i = next(it)
         return brute_force(feats, single[i], 4, Exclusion(current=int(src[i]), around=20, clip_end=20), ranges)
-    t_ours_ex = timeit(ours_ex, repeat=repeat, warmup=5)
-    t_brute_ex = timeit(brute_ex, repeat=max(7, repeat // 20), warmup=1)
+    t_ours_ex = timed(ours_ex, repeat=repeat, warmup=5)
+    t_brute_ex = timed(brute_ex, repeat=few)
 
-    nb = len(batch)
-    tb_ours = timeit(lambda: index.search(batch, k=4), repeat=3) / nb
-    tb_kd = timeit(lambda: tree.query(batch, k=4, workers=1), repeat=3) / nb
-    norms = (feats.astype(np.float32) ** 2).sum(1)
-    tb_blas = timeit(lambda: numpy_brute_blas(feats, norms, batch[:256]), repeat=3) / 256
+    nb, nbb = len(batch), 256
+    per = np.array([nb, nb])
+    tb_ours = np.array(timed(lambda: index.search(batch, k=4), repeat=3)) / per
+    tb_kd = np.array(timed(lambda: tree.query(batch, k=4, workers=1), repeat=3)) / per
+    tb_blas = np.array(timed(lambda: numpy_brute_blas(feats, norms, batch[:nbb]), repeat=3)) / nbb
     exb = Exclusion(current=bsrc, around=20, clip_end=20)
-    tb_ours_ex = timeit(lambda: index.search(batch, 4, exb), repeat=3) / nb
+    tb_ours_ex = np.array(timed(lambda: index.search(batch, 4, exb), repeat=3)) / per
+    clip_of_row = np.repeat(np.arange(len(ranges)), ranges[:, 1] - ranges[:, 0])
+    norms_ok = np.where(np.arange(n) >= ranges[clip_of_row, 1] - 20, np.inf, norms).astype(np.float32)
+    ref = numpy_brute_blas_ex(feats, norms_ok, batch[:20], bsrc[:20], 20, ranges, clip_of_row)
+    ours = index.search(batch[:20], 4, Exclusion(current=bsrc[:20], around=20, clip_end=20))[1]
+    got = ((feats[ref] - batch[:20, None]) ** 2).sum(-1)
+    assert np.allclose(np.sort(got, 1), ours, rtol=1e-3, atol=1e-5), "batched brute force with exclusions differs"
+    tb_blas_ex = np.array(timed(lambda: numpy_brute_blas_ex(feats, norms_ok, batch[:nbb], bsrc[:nbb], 20, ranges,
+                                                         clip_of_row), repeat=3)) / nbb
 
     us = 1e6
+    c = 1  # ratios from CPU time
     rows += [
-        [name, n, "kinema SearchIndex", t_ours * us, tb_ours * us, t_kd / t_ours, t_brute / t_ours, tb_kd / tb_ours],
-        [name, n, "scipy cKDTree", t_kd * us, tb_kd * us, 1.0, t_brute / t_kd, 1.0],
-        [name, n, "NumPy brute force", t_brute * us, tb_blas * us, t_kd / t_brute, 1.0, tb_kd / tb_blas],
-        [name, n, "kinema + MM exclusions", t_ours_ex * us, tb_ours_ex * us, "-", t_brute_ex / t_ours_ex, "-"],
-        [name, n, "brute force + MM exclusions", t_brute_ex * us, "-", "-", 1.0, "-"],
+        [name, n, "kinema SearchIndex", t_ours[0] * us, t_ours[1] * us, tb_ours[0] * us, tb_ours[1] * us,
+         t_kd[c] / t_ours[c], t_brute[c] / t_ours[c], tb_kd[c] / tb_ours[c], tb_blas[c] / tb_ours[c]],
+        [name, n, "scipy cKDTree", t_kd[0] * us, t_kd[1] * us, tb_kd[0] * us, tb_kd[1] * us,
+         1.0, t_brute[c] / t_kd[c], 1.0, tb_blas[c] / tb_kd[c]],
+        [name, n, "NumPy brute force", t_brute[0] * us, t_brute[1] * us, tb_blas[0] * us, tb_blas[1] * us,
+         t_kd[c] / t_brute[c], 1.0, tb_kd[c] / tb_blas[c], 1.0],
+        [name, n, "NumPy brute force, gemv", t_gemv[0] * us, t_gemv[1] * us, "-", "-",
+         t_kd[c] / t_gemv[c], t_brute[c] / t_gemv[c], "-", "-"],
+        [name, n, "kinema + MM exclusions", t_ours_ex[0] * us, t_ours_ex[1] * us, tb_ours_ex[0] * us,
+         tb_ours_ex[1] * us, "-", t_brute_ex[c] / t_ours_ex[c], "-", tb_blas_ex[c] / tb_ours_ex[c]],
+        [name, n, "brute force + MM exclusions", t_brute_ex[0] * us, t_brute_ex[1] * us, tb_blas_ex[0] * us,
+         tb_blas_ex[1] * us, "-", 1.0, "-", 1.0],
     ]
     print(f"{name}: {n} rows; database build {info['build_s']:.1f} s ({info}); index build {t_index:.2f} s "
           f"(+{m1 - m0:.0f} MB RSS, {index.nbytes / 2**20:.0f} MB arrays); cKDTree build {t_tree:.2f} s "
@@ -172,12 +235,15 @@ def main(argv: list[str] | None = None) -> int:
         del feats, ranges
         feats, ranges, info = build_biped(fps)
         bench(f"same at {fps:.0f} Hz", feats, ranges, info, args.repeat, rows)
-    print_table("exact top-4 search (single: median per query; batched: 1000 queries, per query; "
-                "ratios are speed-ups of the row's method)",
-                ["database", "rows", "method", "single us", "batched us/query", "x vs cKDTree single",
-                 "x vs brute single", "x vs cKDTree batched"], rows)
-    print("\nBatched brute force uses BLAS (|f|^2 - 2 f.q), single brute force the plain difference of "
-          "squares; cKDTree batched runs with workers=1 (one core, like kinema).")
+    print_table("exact top-4 search (single: median per query; batched: 1000 queries (brute force 256), per "
+                "query; ratios: speed-ups of the row's method in process CPU time)",
+                ["database", "rows", "method", "single us wall", "single us CPU", "batched us/q wall",
+                 "batched us/q CPU", "x vs cKDTree single", "x vs brute single", "x vs cKDTree batched",
+                 "x vs brute batched"], rows)
+    print("\nBatched brute force uses BLAS (|f|^2 - 2 Q F^T, chunks of 64), single brute force the plain "
+          "difference of squares (the gemv row: |f|^2 - 2 F q); with exclusions, single: the module's "
+          "brute_force, batched: BLAS with excluded rows set to inf. cKDTree batched runs with workers=1 "
+          "(one core, like kinema). Brute force with exclusions is the peer for the exclusion rows.")
     return 0
 
 
