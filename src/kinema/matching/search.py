@@ -337,7 +337,19 @@ def _knn_kernel(q, qr, k, box_data, level_start, fanouts, rows, rows_rot_t, rot_
     out_cost = np.empty(cap, np.float64)
     n_out = 0
     best = np.empty(k, np.float64)
-    for qi in range(nq):
+    # Batches run in tree order (by the leaf a greedy descent reaches): consecutive
+    # queries then share cached nodes and rows.
+    key = np.zeros(nq, np.int64)
+    if nq > 1:
+        for qi in range(nq):
+            _child_bounds(box_data, level_start[0], n_top, qr[qi], np.inf, acc)
+            node = np.argmin(acc[:n_top])
+            for lvl in range(last):
+                f = fanouts[lvl]
+                _child_bounds(box_data, level_start[lvl + 1] + node * 2 * dims * f, f, qr[qi], np.inf, acc)
+                node = node * f + np.argmin(acc[:f])
+            key[qi] = node
+    for qi in np.argsort(key, kind="mergesort"):
         qrow = qr[qi]
         for j in range(k):
             best[j] = np.inf
