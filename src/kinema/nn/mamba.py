@@ -37,7 +37,9 @@ SCANS = ("sequential", "parallel")
 class MambaState:
     """Recurrent state of a :class:`Mamba` model, one entry per layer.
 
-    conv: pre-convolution inputs of the last K-1 frames, each (B, Di, K-1).
+    conv: pre-convolution inputs of the last K-1 frames, each (B, Di, K-1) (from
+        :meth:`Mamba.initial_state` and :meth:`Mamba.step` stored frame-major, i.e. the
+        transpose of a contiguous (B, K-1, Di), so each frame is a contiguous slice).
     h: SSM state, each (B, Di, N).
     """
 
@@ -214,16 +216,28 @@ class MambaMixer(nn.Module):
                              "(an in-place state update would break backpropagation)")
         return self.step_functional(u, conv, h)
 
-    def step_functional(self, u: torch.Tensor, conv: torch.Tensor, h: torch.Tensor):
-        """:meth:`step` as plain out-of-place operations (autograd and ``torch.compile``)."""
+    def conv_taps(self) -> torch.Tensor:
+        """Depthwise conv weight as (K, Di), contiguous: one unit-stride row per tap."""
+        return self.conv1d.weight[:, 0].t().contiguous()
+
+    def step_functional(self, u: torch.Tensor, conv: torch.Tensor, h: torch.Tensor,
+                        taps: torch.Tensor | None = None):
+        """:meth:`step` as plain out-of-place operations (autograd and ``torch.compile``).
+        ``taps``: :meth:`conv_taps`, passed in by the compiled step (a graph input keeps
+        inductor's loops vectorised; computed here when None)."""
         xi, z = self.in_proj(u).chunk(2, dim=-1)
-        win = torch.cat([conv, xi.unsqueeze(-1)], dim=2)  # (B, Di, K)
-        xc = F.silu((win * self.conv1d.weight[:, 0]).sum(-1) + self.conv1d.bias)
+        k = self.d_conv
+        w = self.conv_taps() if taps is None else taps  # (K, Di)
+        xc = xi * w[k - 1] + self.conv1d.bias
+        for j in range(k - 1):  # taps on (B, Di) slices: contiguous in the frame-major layout
+            xc = xc + conv[:, :, j] * w[j]
+        new_conv = _shift_window(conv, xi)
+        xc = F.silu(xc)
         dt, b, c, xc = self._ssm_inputs(xc)
         dA = dt.unsqueeze(-1) * self._A()  # (B, Di, N), before exp
         h = torch.addcmul((dt * xc).unsqueeze(-1) * b.unsqueeze(1), dA.exp(), h)
         y = torch.bmm(h, c.unsqueeze(-1)).squeeze(-1) + self.D * xc
-        return self.out_proj(y * F.silu(z)), win[:, :, 1:], h
+        return self.out_proj(y * F.silu(z)), new_conv, h
 
     def _workspace(self, name: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
         """A scratch tensor kept between frames and never returned to the caller: a fresh
@@ -245,20 +259,11 @@ class MambaMixer(nn.Module):
         xz = self.in_proj(u)
         xi, z = xz[:, :di], xz[:, di:]
         w = self.conv1d.weight[:, 0]  # (Di, K)
-        if inplace:
-            win = conv
-        else:
-            win = torch.cat([conv, xi.unsqueeze(-1)], dim=2)  # (B, Di, K); new conv is a view
-            conv = win[:, :, 1:]
-        xc = torch.addcmul(self.conv1d.bias, xi, w[:, k - 1])
-        for j in range(k - 1):
-            xc.addcmul_(win[:, :, j], w[:, j])
-        if inplace and k > 1:  # shift the window left by one frame
-            if k > 2 and conv.is_contiguous():  # as flat contiguous copies (fast)
-                flat = conv.view(-1)
-                tmp = self._workspace("conv", (flat.numel() - 1,), flat).copy_(flat[1:])
-                flat[:-1].copy_(tmp)
-            elif k > 2:  # e.g. the strided window view that forward_with_state returns
+        xc = torch.linalg.vecdot(conv, w[:, :k - 1]).add_(self.conv1d.bias).addcmul_(xi, w[:, k - 1])
+        if not inplace:
+            conv = _shift_window(conv, xi)
+        elif k > 1:  # shift the window left by one frame, in place
+            if k > 2:
                 conv[:, :, :k - 2] = conv[:, :, 1:].clone()
             conv[:, :, k - 2].copy_(xi)
         xc = F.silu(xc, inplace=True)
@@ -271,6 +276,16 @@ class MambaMixer(nn.Module):
         h.addcmul_((dt * xc).unsqueeze(-1), b.unsqueeze(1))
         y = torch.mul(h, c.unsqueeze(1), out=da).sum(-1).addcmul_(self.D, xc)
         return self.out_proj(y.mul_(F.silu(z))), conv, h
+
+
+def _shift_window(conv: torch.Tensor, xi: torch.Tensor) -> torch.Tensor:
+    """The conv window one frame on: conv (B, Di, K-1) without its oldest frame, plus xi
+    (B, Di). Stored frame-major ((B, K-1, Di) in memory, seen as (B, Di, K-1)) so that each
+    frame's (B, Di) slice is contiguous for the taps and the shift."""
+    if conv.shape[2] == 0:
+        return conv
+    frames = [conv[:, :, j] for j in range(1, conv.shape[2])] + [xi]
+    return torch.stack(frames, dim=1).transpose(1, 2)
 
 
 def _autocasting(t: torch.Tensor) -> bool:
@@ -340,31 +355,34 @@ class Mamba(nn.Module):
             torch.compile(fn, dynamic=False, fullgraph=True, **options)
             for fn in (self._step_graph, self._step_graph_inplace))
 
-    def _step_graph(self, x: torch.Tensor, convs: list[torch.Tensor], hs: list[torch.Tensor]):
+    def _step_graph(self, x: torch.Tensor, convs: list[torch.Tensor], hs: list[torch.Tensor],
+                    taps: list[torch.Tensor]):
         """Functional body of :meth:`step` traced by :meth:`compile_step`."""
         u = self.in_head(self.input_norm.normalise(x))
         new_convs, new_hs = [], []
-        for layer, c, h in zip(self.layers, convs, hs):
-            out, c, h = layer.mixer.step_functional(layer.norm(u), c, h)
+        for layer, c, h, w in zip(self.layers, convs, hs, taps):
+            out, c, h = layer.mixer.step_functional(layer.norm(u), c, h, w)
             u = u + out
             new_convs.append(c)
             new_hs.append(h)
         return self.output_norm.denormalise(self.out_head(self.norm_f(u))), new_convs, new_hs
 
-    def _step_graph_inplace(self, x: torch.Tensor, convs: list[torch.Tensor], hs: list[torch.Tensor]):
+    def _step_graph_inplace(self, x: torch.Tensor, convs: list[torch.Tensor], hs: list[torch.Tensor],
+                            taps: list[torch.Tensor]):
         """:meth:`_step_graph` writing the new state into ``convs``/``hs`` (inductor fuses the
         write-back into its loops, so the state is never allocated anew)."""
-        y, new_convs, new_hs = self._step_graph(x, convs, hs)
+        y, new_convs, new_hs = self._step_graph(x, convs, hs, taps)
         for dst, src in zip(convs + hs, new_convs + new_hs):
             dst.copy_(src)
         return y
 
     def _run_compiled(self, state: MambaState, x: torch.Tensor, inplace: bool):
         """The compiled step, or None after a compilation failure (then eager for good)."""
+        taps = [layer.mixer.conv_taps() for layer in self.layers]
         try:
             if inplace:
-                return self._compiled_step[1](x, state.conv, state.h), state
-            y, convs, hs = self._compiled_step[0](x, list(state.conv), list(state.h))
+                return self._compiled_step[1](x, state.conv, state.h, taps), state
+            y, convs, hs = self._compiled_step[0](x, list(state.conv), list(state.h), taps)
         except Exception as exc:  # no C++ compiler, unsupported backend, ...: stay correct
             warnings.warn(f"Mamba.compile_step: torch.compile failed ({type(exc).__name__}: "
                           f"{str(exc).splitlines()[0] if str(exc) else ''}); using the eager step",
@@ -377,7 +395,8 @@ class Mamba(nn.Module):
         """Zero state for ``batch`` sequences (dtype/device of the parameters)."""
         p = self.norm_f.weight  # never quantised
         hp = self.hparams
-        conv = [p.new_zeros(batch, hp["d_inner"], hp["d_conv"] - 1) for _ in self.layers]
+        conv = [p.new_zeros(batch, hp["d_conv"] - 1, hp["d_inner"]).transpose(1, 2)  # frame-major
+                for _ in self.layers]
         h = [p.new_zeros(batch, hp["d_inner"], hp["d_state"]) for _ in self.layers]
         return MambaState(conv, h)
 
