@@ -84,13 +84,15 @@ class _Rules:
             cur = np.asarray(e.current, np.int64)
             if cur.ndim > 1 or (cur.ndim == 1 and len(cur) != num_queries):
                 raise KinemaError(f"exclusion current must be one int or (Q={num_queries},), got {cur.shape}")
-            cur = np.broadcast_to(cur, (num_queries,))
-            if np.any(cur >= num_rows):
+            cur = np.array(np.broadcast_to(cur, (num_queries,)))  # own contiguous copy
+            top = cur.max(initial=-1)
+            if top >= num_rows:
                 raise KinemaError(f"exclusion current row out of range (database has {num_rows} rows)")
-            if np.any(cur >= 0):
+            if top >= 0:
                 self.current = cur
                 self.around = int(e.around)
-                self.current_clip = np.where(cur >= 0, clip_of_row[np.maximum(cur, 0)], -1)
+                self.current_clip = clip_of_row[np.maximum(cur, 0)]
+                self.current_clip[cur < 0] = -1
         self.clips = None
         if e.clips is not None:
             clips = np.asarray(e.clips, np.int64)
@@ -168,6 +170,13 @@ def _sqdist(rows: np.ndarray, q: np.ndarray) -> np.ndarray:
 def _finish(qid: np.ndarray, rows: np.ndarray, cost: np.ndarray, num_queries: int, k: int,
             single: bool) -> tuple[np.ndarray, np.ndarray]:
     """Top-k (by cost, then row) per query from flat candidates; pads with -1 / inf."""
+    if num_queries == 1:  # one query: no grouping needed
+        order = np.lexsort((rows, cost))[:k]
+        idx = np.full(k, -1, np.int64)
+        costs = np.full(k, np.inf, np.float32)
+        idx[:len(order)] = rows[order]
+        costs[:len(order)] = cost[order]
+        return (idx, costs) if single else (idx[None], costs[None])
     order = np.lexsort((rows, cost, qid))
     qid, rows, cost = qid[order], rows[order], cost[order]
     starts = np.searchsorted(qid, np.arange(num_queries))
