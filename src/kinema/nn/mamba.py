@@ -17,6 +17,14 @@ Training uses a selective scan over the whole sequence (``scan="sequential"``: a
 ``torch.unbind`` - the fastest on CPU; ``scan="parallel"``: Hillis-Steele doubling inside
 chunks with a sequential carry across chunks, for GPUs). Inference uses the O(1)-per-frame
 recurrence :meth:`Mamba.step` with a :class:`MambaState`. All three agree to rounding.
+
+Inference speed (see ``benchmarks/bench_nn.py``): under ``torch.no_grad()``/``inference_mode``
+the step reuses a scratch buffer for ``exp(dt A)`` (a fresh multi-megabyte temporary per
+frame costs page faults that dominated the batched step), ``step(..., inplace=True)``
+overwrites the state instead of allocating a new one (game loops), and
+:meth:`Mamba.compile_step` opts in to an inductor-compiled step that fuses the state update,
+the C readout and the conv into single C++ loops (falls back to eager with a warning when
+compilation fails). With grad enabled the plain out-of-place step runs (training rollouts).
 """
 from __future__ import annotations
 
