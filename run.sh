@@ -63,8 +63,14 @@ case "$cmd" in
     setup) ensure_system_packages; ensure_venv ;;
     demo)
         ensure_system_packages; ensure_venv
-        if [ $# -eq 0 ]; then set -- locomotion; fi
-        with_display .venv/bin/kinema demo "$@" ;;
+        if [ $# -eq 0 ]; then
+            # a window when there is a display; otherwise a headless run that writes
+            # videos and metrics to out/demo
+            if [ -n "${DISPLAY:-}" ]; then set -- locomotion
+            else set -- locomotion --headless --frames 600 --render --out out/demo; fi
+        fi
+        with_display .venv/bin/kinema demo "$@"
+        [ -z "${DISPLAY:-}" ] && log "headless run: results in out/demo (metrics.json, *.mp4)" || true ;;
     test)
         ensure_system_packages; ensure_venv
         with_display .venv/bin/python -m pytest -n 2 -q "$@" ;;
