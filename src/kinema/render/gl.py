@@ -81,6 +81,16 @@ def libgl() -> _GL:
     return _gl_for_platform(int(rl.glfw_get_platform()))
 
 
+def forget_context() -> None:
+    """Drop the cached GL function pointers; call when a context is destroyed.
+
+    A driver may be unloaded with its last context and come back at other addresses, so
+    pointers from a closed context must never be used with the next one (a second
+    ``Renderer.open`` in one process crashed in ``glGetError`` otherwise).
+    """
+    _gl_for_platform.cache_clear()
+
+
 def enable_depth_compare(texture_id: int) -> None:
     """Make a depth texture a shadow sampler target (``sampler2DShadow``, bilinear PCF)."""
     gl = libgl()

@@ -166,6 +166,7 @@ class Renderer:
         self._pipeline.unload()
         self._pipeline = None
         rl.close_window()
+        gl.forget_context()
         self._open = False
 
     def __enter__(self) -> "Renderer":
