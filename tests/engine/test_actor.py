@@ -94,7 +94,7 @@ def test_draw_uses_what_the_renderer_offers(walk):
             self.got = (positions, parents)
 
     scene = Scene()
-    actor = scene.create_entity("a").add(Actor(motion=walk))
+    scene.create_entity("a").add(Actor(motion=walk))
     r = DebugOnly()
     scene.start()
     scene.draw(r)

@@ -2,7 +2,6 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from kinema.maths import quat
 from kinema.motion.kinematics import forward, inverse
 
 PARENTS = np.array([-1, 0, 1, 2, 0, 4, 5, 0, 7, 8, 8, -1, 11])

@@ -265,7 +265,7 @@ class Database:
     def load(cls, path: str | Path) -> "Database":
         path = Path(path)
         if not path.is_file():
-            raise FormatError(f"retrieval database not found", str(path))
+            raise FormatError("retrieval database not found", str(path))
         try:
             with np.load(path, allow_pickle=False) as z:
                 meta = json.loads(bytes(z["meta"]).decode())
