@@ -19,7 +19,7 @@ The output is the world pose (root-space pose rows placed at the character's roo
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -46,10 +46,11 @@ class MatchingConfig:
             speed/turn rate (no sliding while standing).
         clamp_distance: max metres between character root and simulation.
         clamp_angle: max radians between their facings.
-        foot_lock: pin each foot (ankle) where its toe's contact began, with leg IK
-            (:func:`kinema.ik.pose.solve_pose`); a lock is released when the animated foot
-            moves ``unlock_radius`` metres away or the contact ends, after which the
-            foot returns to the animation with a damper of ``lock_halflife`` (MM: 0.2 m, 0.1 s).
+        foot_lock: pin each toe to the world point where its contact began, moving the
+            ankle by the same offset with leg IK (:func:`kinema.ik.pose.solve_pose`, the foot
+            keeps its world rotation); a lock is released when the animated toe moves
+            ``unlock_radius`` metres away or the contact ends; locking and release are
+            inertialized with halflife ``lock_halflife`` (MM: 0.2 m, 0.1 s).
     """
 
     search_every: int = 6
@@ -103,6 +104,20 @@ def _yaw_quat(d: np.ndarray) -> np.ndarray:
     return np.array([np.cos(half), 0.0, np.sin(half), 0.0])
 
 
+@dataclass
+class _ContactLock:
+    """Foot-lock state of one toe (world space): the lock point, the inertialized offset
+    of the shown toe from its input (point or animation), the previous contact label and
+    animated toe position."""
+
+    locked: bool = False
+    contact: bool = False
+    point: np.ndarray | None = None
+    anim: np.ndarray | None = None
+    offset: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    offset_vel: np.ndarray = field(default_factory=lambda: np.zeros(3))
+
+
 class MotionMatchingController:
     """Motion matching over a :class:`kinema.matching.database.Database`.
 
@@ -132,9 +147,8 @@ class MotionMatchingController:
         self._clip_stop = db.ranges[db.clip_of(self.frame), 1]
         names = db.joint_names
         self._feet = [names.index(db.config.left_foot), names.index(db.config.right_foot)]
-        self._lock_pos = [None, None]
-        self._locked = [False, False]
-        self._lock_weight = np.zeros(2)
+        self._toes = [names.index(db.config.left_toe), names.index(db.config.right_toe)]
+        self._contact = [_ContactLock(), _ContactLock()]
 
     # -- pose rows -------------------------------------------------------------------------
     def _pose(self, row: int) -> PoseState:
@@ -217,29 +231,42 @@ class MotionMatchingController:
 
     def _lock_feet(self, rot: np.ndarray, pos: np.ndarray, contacts: np.ndarray, dt: float
                    ) -> tuple[np.ndarray, np.ndarray]:
-        """Online foot locking with two-bone leg IK (see MatchingConfig.foot_lock)."""
+        """Online foot locking with two-bone leg IK (see MatchingConfig.foot_lock), as MM.
+
+        Each toe's target is an inertialized stream: the animated toe, or while locked the
+        world point where its contact began; switching between the two inertializes the
+        offset (position and velocity, ``lock_halflife``), so the toe neither jumps on lock
+        nor on release. The leg is then solved so the ankle moves by the same offset as
+        the toe (the foot keeps its world rotation, so the toe lands on its target).
+        """
         from kinema.ik.pose import solve_pose
         cfg = self.config
         parents = np.asarray(self.db.parents)
-        for k, foot in enumerate(self._feet):
-            anim = pos[foot].copy()
-            if contacts[k] and not self._locked[k]:
-                self._locked[k] = True
-                self._lock_pos[k] = anim.copy()
-            elif self._locked[k] and (not contacts[k] or np.linalg.norm(anim - self._lock_pos[k]) > cfg.unlock_radius):
-                self._locked[k] = False
-            # the lock starts where the foot is (weight 1 at once is continuous); on release
-            # the weight decays so the foot glides back to the animation
-            self._lock_weight[k] = 1.0 if self._locked[k] else \
-                float(springs.damper(self._lock_weight[k], 0.0, cfg.lock_halflife, dt))
-            w = self._lock_weight[k]
-            if w < 1e-3 or self._lock_pos[k] is None:
+        for k, (foot, toe) in enumerate(zip(self._feet, self._toes)):
+            st = self._contact[k]
+            anim = pos[toe].copy()
+            anim_vel = np.zeros(3) if st.anim is None else (anim - st.anim) / max(dt, 1e-9)
+            st.anim = anim
+            st.offset, st.offset_vel = springs.decay_spring(st.offset, st.offset_vel, cfg.lock_halflife, dt)
+            target = (st.point if st.locked else anim) + st.offset
+            unlock = st.locked and float(np.linalg.norm(st.point - anim)) > cfg.unlock_radius
+            if contacts[k] and not st.contact:  # contact begins: lock where the toe is shown now
+                st.locked = True
+                st.offset_vel = np.zeros(3)  # a planted toe stops (the label says it is still)
+                st.point = target.copy()
+                st.offset = np.zeros(3)
+            elif st.locked and ((st.contact and not contacts[k]) or unlock):  # release to the animation
+                st.locked = False
+                st.offset = target - anim
+                st.offset_vel = st.offset_vel - anim_vel
+            st.contact = bool(contacts[k])
+            delta = target - anim
+            if float(np.linalg.norm(delta)) < 1e-5:
                 continue
-            target = self._lock_pos[k] * w + anim * (1 - w)
             knee = int(parents[foot])
             hip = int(parents[knee])
             mid = 0.5 * (pos[hip] + pos[foot])
-            res = solve_pose(rot[None], pos[None], parents, hip, {foot: target[None]},
+            res = solve_pose(rot[None], pos[None], parents, hip, {foot: (pos[foot] + delta)[None]},
                              poles={knee: (pos[knee] + (pos[knee] - mid))[None]}, max_iterations=10)
             rot, pos = res.rotations[0], res.positions[0]
         return rot, pos
