@@ -95,13 +95,14 @@ def test_demo_headless_metrics(shared_data, tmp_path, capsys):
 
 
 def test_foot_lock_pins_toes_on_the_scripted_track(shared_data):
-    """MM-style toe locking: on a small LaFAN1 database (walk + obstacles, mirrored) over
-    600 steps of the demo's joystick track, the median horizontal toe speed in contact
-    drops from 0.118 m/s (before: the ankle was pinned, so the rolling foot swung the toe)
-    to ~0 (locked toes stay put) and the mean to below 0.7x the unlocked figure (before
-    0.77x, now 0.59x; the rest is the 0.15 m clamp dragging the root while the database
-    cannot run as fast as the stick asks). Root and heading errors are untouched by the
-    lock and no worse than before (0.135 m, 5.02 deg) beyond 0.01 m / 0.5 deg."""
+    """MM-style toe locking and MM transition timing: on a small LaFAN1 database (walk +
+    obstacles, mirrored) over 600 steps of the demo's joystick track, horizontal toe speed
+    in contact with foot locking was mean 1.29 / median 0.118 m/s before (the ankle was
+    pinned, so the rolling foot swung the toe; transitions decayed the offset one frame
+    early) and is now 0.55 / 0.000 m/s; the lock removes 59% of the unlocked figure (was
+    23%). What remains is mostly the 0.15 m clamp dragging the root while this small
+    database cannot run as fast as the stick asks. Root and heading errors (before 0.135 m,
+    5.02 deg; now 0.136 m, 5.26 deg) may not get worse than 0.145 m / 5.52 deg."""
     from kinema.demos.matching import joystick_track
     from kinema.engine import stick
 
@@ -126,6 +127,6 @@ def test_foot_lock_pins_toes_on_the_scripted_track(shared_data):
     free, locked = figures[False], figures[True]
     assert locked[4] > 100 and free[4] > 100  # enough contact samples
     assert locked[1] < 0.02
-    assert locked[0] < 0.7 * free[0]
+    assert locked[0] < 0.8 and locked[0] < 0.55 * free[0]
     for f in (free, locked):
         assert f[2] <= 0.135 + 0.01 and f[3] <= 5.02 + 0.5

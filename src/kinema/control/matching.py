@@ -211,9 +211,10 @@ class MotionMatchingController:
             self.frames_since_search = 0
             target, transitioned = self._search(min(next_row, self._clip_stop - 1))
             if transitioned:
-                src = self._pose(min(next_row, self._clip_stop - 1))
-                self.inertializer.transition(src, self._pose(target))
-                next_row = target
+                # as MM: switch at the current instant (the row shown now -> the match),
+                # then both advance one frame, so the offset decays over a real step
+                self.inertializer.transition(self._pose(self.frame), self._pose(target))
+                next_row = min(target + 1, int(self.db.ranges[self.db.clip_of(target), 1]) - 1)
         if not transitioned and next_row >= self._clip_stop:  # nothing better: hold the last row
             next_row = self._clip_stop - 1
         self.frame = next_row
