@@ -4,7 +4,16 @@ A stick (gamepad left stick, or WASD/arrows) moves a spring-damped simulation ob
 (:class:`kinema.control.trajectory.TrajectoryController`, walk speeds unless shift/``rb``
 is held); its predicted trajectory at +20/+40/+60 frames, relative to the character's own
 root, is the controller's 12-d joystick. Keys 1/2/3 (or gamepad x/y/b) switch live between
-the retrieval controller, the no-retrieval model and motion-matching playback.
+the retrieval controller, the no-retrieval model and motion-matching playback; key 4 (or
+gamepad a) switches to the Bandai walking styles when ``bandai_namco/dataset-1`` is in the
+shared data folder: :class:`kinema.demos.styles.StylePlayer` walks the character in the
+stick's direction at the style's own pace, keys 5-9 or the GUI dropdown pick the style
+(normal, angry, old, proud, tired), switched at the best-matching frame with a blend.
+
+Drawing: the LaFAN1 skinned character (``characters/lafan1_character/character.bin`` in the
+shared data folder) when the model's skeleton is LaFAN1's and the file exists, else the
+procedural body (a capsule per bone; always for the Bandai styles' skeleton), with the
+simulation object's predicted trajectory on top.
 
 The model: ``--checkpoint``, else the LaFAN1 model in ``models/`` when ``--data`` points at
 LaFAN1 BVH files, else the model trained on the bundled GAMES-105 sample. Its database is
@@ -17,11 +26,17 @@ turn right, stop, walk back) is run with every controller in turn from the same 
 simulation object (trajectory following; by default the root is pulled toward the
 simulation object as Motion Matching does, :func:`adjust_root`), heading error, foot skating (horizontal toe
 speed while the toe is within 2.5 cm of the floor), speed and time per frame. With
-``--render`` (needs kinema.render) each controller's run is also written as an MP4.
+``--render`` (needs kinema.render) each controller's run is also written as an MP4, and
+``metrics.json`` gets, per rendered frame, the camera and the hips' pixel.
+``--controller styles`` runs the styles instead (not part of ``all``): ``--style NAME``
+walks one style, ``--styles a,b,c`` switches through them every ``--style-every`` frames;
+the metrics hold the gait features (:func:`kinema.demos.styles.style_gait_features`) of
+each style segment.
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import time
 from pathlib import Path
@@ -36,8 +51,11 @@ SAMPLE_MODEL = "retrieval_sample_games105.safetensors"
 SAMPLE_BASELINE = "retrieval_sample_games105_noretrieval.safetensors"
 LAFAN1_MODEL = "retrieval_lafan1.safetensors"
 LAFAN1_BASELINE = "retrieval_lafan1_noretrieval.safetensors"
-SWITCH_KEYS = {"1": "retrieval", "2": "no_retrieval", "3": "matching"}
-SWITCH_BUTTONS = {"x": "retrieval", "y": "no_retrieval", "b": "matching"}
+SWITCH_KEYS = {"1": "retrieval", "2": "no_retrieval", "3": "matching", "4": "styles"}
+SWITCH_BUTTONS = {"x": "retrieval", "y": "no_retrieval", "b": "matching", "a": "styles"}
+STYLE_KEYS = ("5", "6", "7", "8", "9")        # styles mode: pick the first five loaded styles
+STYLE_SETTLE = 20                             # 30 fps frames left out after a switch (blend)
+STYLE_MIN_SEGMENT = 30                        # 30 fps frames: shorter segments are not measured
 
 # (seconds, stick x, stick y): +y forward, +x right (kinema.control.trajectory conventions)
 TRACK = [(2.0, 0.0, 1.0), (2.5, -0.8, 0.6), (2.5, 0.8, 0.6), (1.5, 0.0, 0.0), (2.0, 0.0, -1.0), (1.5, 0.0, 1.0)]
@@ -115,16 +133,179 @@ def adjust_root(ctl, position: np.ndarray, direction: np.ndarray, dt: float) -> 
     ctl.root_dir[0] = np.array([np.sin(yaw), 0.0, np.cos(yaw)], np.float32)
 
 
-class Locomotion:
-    """The program: stick -> simulation springs -> joystick -> controller -> drawn skeleton."""
+def pose_to_world(pose: np.ndarray, num_joints: int, root_position, root_direction
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """World (rotations (J, 4) w,x,y,z, positions (J, 3) metres) of a retrieval pose vector
+    (P,) (root-space layout of :mod:`kinema.control.retrieval.database`) placed at the root
+    ``root_position`` (3,) facing the floor direction ``root_direction`` (3,)."""
+    from kinema.control.retrieval.database import pose_layout
+    from kinema.maths import quat
 
-    def __init__(self, controller, script=None, walk: bool = True, adjust: bool = True):
+    layout = pose_layout(num_joints)
+    a, b = layout["rotations"]
+    local = quat.from_6d(np.asarray(pose[a:b], np.float64).reshape(-1, 6))
+    a, b = layout["positions"]
+    d = np.asarray(root_direction, np.float64)
+    yaw = np.arctan2(d[0], d[2])
+    ry = np.array([np.cos(yaw / 2), 0.0, np.sin(yaw / 2), 0.0])
+    pos = quat.rotate(ry, np.asarray(pose[a:b], np.float64).reshape(-1, 3)) + np.asarray(root_position, np.float64)
+    return quat.mul(ry, local).astype(np.float32), pos.astype(np.float32)
+
+
+def world_pose(ctl) -> tuple[np.ndarray, np.ndarray]:
+    """World pose (rotations (J, 4), positions (J, 3)) of a
+    :class:`~kinema.control.retrieval.controller.RetrievalController` now."""
+    return pose_to_world(ctl.pose, ctl.db.num_joints, ctl.root_pos[0], ctl.root_dir[0])
+
+
+def skinned_character(joint_names, path: Path | None = None):
+    """The LaFAN1 character (``characters/lafan1_character/character.bin`` in the shared
+    data folder, or ``path``) when it exists and every joint of it but the ``Simulation``
+    root is in ``joint_names`` (a LaFAN1 skeleton); else None (draw the procedural body)."""
+    from kinema.data import shared_path
+
+    path = Path(path) if path is not None else shared_path("characters", "lafan1_character", "character.bin")
+    if path is None or not path.is_file():
+        return None
+    import kinema
+    character = kinema.load_character(path)
+    names = set(joint_names)
+    if not character.has_mesh or any(n not in names for n in character.skeleton.names if n != "Simulation"):
+        return None
+    return character
+
+
+def character_pose(character, joint_names, rotations: np.ndarray, positions: np.ndarray):
+    """World pose (rotations (J', 4), positions (J', 3)) of ``character`` from a world pose of
+    the joints ``joint_names`` (joints matched by name; the rest keep their bind transform)."""
+    from kinema.serve.clip import character_pose_world
+
+    rot, pos = character_pose_world(character, list(joint_names), rotations[None], positions[None])
+    return rot[0], pos[0]
+
+
+def bandai_available() -> bool:
+    """Whether the Bandai walks for the styles mode are in the shared data folder."""
+    from kinema.data import shared_path
+    return shared_path("bandai_namco", "dataset-1") is not None
+
+
+class StyleDriver:
+    """The ``styles`` mode: a :class:`~kinema.demos.styles.StylePlayer` (Bandai walks,
+    30 fps) advanced in the demo's 60 Hz steps and steered toward the simulation object's
+    facing. It keeps the poses it showed (30 fps) and their styles for the metrics."""
+
+    def __init__(self, library, style: str) -> None:
+        from kinema.demos.styles import StylePlayer
+
+        self.library = library
+        self.player = StylePlayer(library, style)
+        self.parents = np.asarray(library.skeleton.parents)
+        self.pose = self.player.pose()
+        self.clock = 0.0
+        self.poses: list[np.ndarray] = []
+        self.shown: list[str] = []
+
+    @property
+    def styles(self) -> list[str]:
+        return self.library.styles
+
+    @property
+    def style(self) -> str:
+        return self.player.style
+
+    def set_style(self, style: str) -> None:
+        self.player.set_style(style)
+
+    def place(self, position: np.ndarray, direction: np.ndarray) -> None:
+        """Put the walker's root at ``position`` (3,) facing ``direction`` (3,)."""
+        self.player.position = np.asarray(position, np.float64) * [1, 0, 1]
+        self.player.yaw = float(np.arctan2(direction[0], direction[2]))
+        self.pose = self.player.pose()
+
+    def step(self, direction: np.ndarray, dt: float) -> None:
+        """Advance ``dt`` seconds, heading for the floor ``direction`` (3,)."""
+        from kinema.demos.styles import FPS
+
+        self.clock += dt
+        heading = float(np.arctan2(direction[0], direction[2]))
+        while self.clock >= 1.0 / FPS - 1e-9:
+            self.clock -= 1.0 / FPS
+            self.pose = self.player.step(heading)
+            self.poses.append(self.pose[1])
+            self.shown.append(self.player.style)
+
+    @property
+    def root(self) -> tuple[np.ndarray, np.ndarray]:
+        y = self.player.yaw
+        return (np.asarray(self.player.position, np.float32).copy(),
+                np.array([np.sin(y), 0.0, np.cos(y)], np.float32))
+
+    def joint_positions(self) -> np.ndarray:
+        """World joint positions (J, 3); the joints above the hips (Bandai's ``joint_Root``,
+        left at the world origin by the player) are put under the hips on the floor so that
+        the drawn body stays the walker's size wherever it is."""
+        pos = self.pose[1].copy()
+        h = self.player.hips
+        pos[:h] = pos[h] * np.array([1, 0, 1], np.float32)
+        return pos
+
+    def segments(self) -> list[dict]:
+        """Gait features of every style segment shown (after STYLE_SETTLE frames of blend)."""
+        from kinema.demos.styles import style_gait_features
+
+        poses, shown, out = np.asarray(self.poses), self.shown, []
+        edges = [0] + [i for i in range(1, len(shown)) if shown[i] != shown[i - 1]] + [len(shown)]
+        for a, b in itertools.pairwise(edges):
+            settle = min(a + STYLE_SETTLE, b)
+            if b - settle >= STYLE_MIN_SEGMENT:
+                out.append({"style": shown[a], "first_frame": settle, "frames": b - settle,
+                            **style_gait_features(poses[settle:b], self.library.skeleton)})
+        return out
+
+
+class Locomotion:
+    """The program: stick -> simulation springs -> joystick -> controller -> drawn character.
+
+    Args:
+        controller: the :class:`RetrievalController` (modes retrieval / no_retrieval / matching).
+        script: stick as a function of time (headless) or None (read the gamepad/keyboard).
+        walk: walk speeds (else run). adjust: pull the root toward the simulation object.
+        character: skinned character drawn for the controller's skeleton, or None (procedural body).
+        styles: a :class:`StyleDriver` for the ``styles`` mode, or None when unavailable.
+        style_schedule: headless: style as a function of the frame index, or None.
+    """
+
+    def __init__(self, controller, script=None, walk: bool = True, adjust: bool = True, character=None,
+                 styles: StyleDriver | None = None, style_schedule=None):
         from kinema.control.trajectory import TrajectoryController
 
         self.ctl, self.script, self.walk, self.adjust = controller, script, walk, adjust
+        self.character, self.styles, self.style_schedule = character, styles, style_schedule
+        self.styling = False
         self.traj = TrajectoryController()
         self.t = 0.0
+        self.frame = 0
         self.log: list[tuple] = []
+
+    @property
+    def mode(self) -> str:
+        return "styles" if self.styling else self.ctl.mode
+
+    def set_mode(self, mode: str) -> None:
+        """Switch live to ``mode`` (a controller mode or ``"styles"``); the character keeps its place."""
+        if mode == "styles":
+            if self.styles is None:
+                raise KinemaError("the styles mode needs the Bandai walks (bandai_namco/dataset-1 in the shared data)")
+            if not self.styling:
+                self.styles.place(*self.ctl.root)
+            self.styling = True
+            return
+        if self.styling:
+            pos, d = self.styles.root
+            self.ctl.root_pos[0], self.ctl.root_dir[0] = pos, d
+        self.styling = False
+        self.ctl.set_mode(mode)
 
     def start(self, app) -> None:
         self.app = app
@@ -133,8 +314,12 @@ class Locomotion:
         from kinema.control.trajectory import TrajectoryController
 
         self.ctl.reset(0)
+        if self.styles is not None:
+            self.styles.place(*self.ctl.root)
+            self.styles.poses, self.styles.shown = [], []
         self.traj = TrajectoryController()
         self.t = 0.0
+        self.frame = 0
         self.log = []
 
     def update(self, dt: float) -> None:
@@ -146,47 +331,90 @@ class Locomotion:
             inp = self.app.input
             s = np.asarray(stick(inp), np.float64)
             for key, mode in SWITCH_KEYS.items():
-                if key in inp.keys_pressed:
-                    self.ctl.set_mode(mode)
+                if key in inp.keys_pressed and (mode != "styles" or self.styles is not None):
+                    self.set_mode(mode)
             for button, mode in SWITCH_BUTTONS.items():
-                if button in inp.gamepad_buttons:
-                    self.ctl.set_mode(mode)
+                if button in inp.gamepad_buttons and (mode != "styles" or self.styles is not None):
+                    self.set_mode(mode)
+            if self.styling:
+                for key, style in zip(STYLE_KEYS, self.styles.styles):
+                    if key in inp.keys_pressed:
+                        self.styles.set_style(style)
             walk = not ({"left_shift", "right_shift"} & set(inp.keys_down) or "rb" in inp.gamepad_buttons)
         self.step(s, dt, walk)
 
     def step(self, s: np.ndarray, dt: float, walk: bool) -> None:
         sim = self.traj.update(s, dt, walk=walk)
-        root_pos, root_dir = self.ctl.root
-        control = self.traj.predict().features(root_pos, root_dir)
         t0 = time.perf_counter()
-        self.ctl.step(control)
-        cost = time.perf_counter() - t0
-        if self.adjust:
-            adjust_root(self.ctl, sim.position, sim.direction, dt)
-        self.log.append((self.ctl.root_pos[0].copy(), self.ctl.root_dir[0].copy(), sim.position.copy(),
-                         sim.direction.copy(), self.ctl.joint_positions(), cost))
+        if self.styling:
+            if self.style_schedule is not None:
+                self.styles.set_style(self.style_schedule(self.frame))
+            self.styles.step(sim.direction, dt)
+            cost = time.perf_counter() - t0
+            root_pos, root_dir = self.styles.root
+            sim.position = root_pos.astype(np.float64)   # the style sets the pace: the simulation follows
+            joints = self.styles.joint_positions().copy()
+        else:
+            root_pos, root_dir = self.ctl.root
+            control = self.traj.predict().features(root_pos, root_dir)
+            self.ctl.step(control)
+            cost = time.perf_counter() - t0
+            if self.adjust:
+                adjust_root(self.ctl, sim.position, sim.direction, dt)
+            root_pos, root_dir = self.ctl.root
+            joints = self.ctl.joint_positions()
+        self.log.append((root_pos, root_dir, sim.position.copy(), sim.direction.copy(), joints, cost))
         self.t += dt
+        self.frame += 1
 
     def draw(self, renderer) -> None:
-        debug = getattr(renderer, "debug", None)
-        if debug is None:
+        if getattr(renderer, "debug", None) is None:
             return
-        joints = self.ctl.joint_positions()
-        debug.skeleton(joints, self.ctl.db.parents)
+        if self.styling:
+            joints = self.styles.joint_positions()
+            renderer.draw_body(joints, self.styles.parents, color=(0.35, 0.55, 0.85, 1.0))
+        else:
+            joints = self.ctl.joint_positions()
+            if self.character is not None and hasattr(renderer, "draw_character"):
+                rot, pos = world_pose(self.ctl)
+                renderer.draw_character(self.character, *character_pose(self.character, self.ctl.db.joint_names,
+                                                                        rot, pos))
+            else:
+                renderer.draw_body(joints, self.ctl.db.parents)
         pred = self.traj.predict()
-        debug.trajectory(np.vstack([self.traj.sim.position[None], pred.positions]),
-                         np.vstack([self.traj.sim.direction[None], pred.directions]))
+        renderer.debug.trajectory(np.vstack([self.traj.sim.position[None], pred.positions]),
+                                  np.vstack([self.traj.sim.direction[None], pred.directions]))
         cam = getattr(renderer, "camera", None)
         if cam is not None and hasattr(cam, "set_focus"):
-            cam.set_focus(joints[0])
+            cam.set_focus(self.hips())
+
+    def hips(self) -> np.ndarray:
+        """World position (3,) of the drawn character's hips (its first moving joint)."""
+        if self.styling:
+            return self.styles.joint_positions()[self.styles.player.hips].copy()
+        return self.ctl.joint_positions()[0].copy()
 
     def gui(self, ui) -> None:
         panel, label = getattr(ui, "panel", None), getattr(ui, "label", None)
         if panel is None or label is None:
             return
-        with panel("locomotion", x=10, y=40, width=360):
-            label(f"controller: {self.ctl.mode}  (1 retrieval, 2 no retrieval, 3 matching)")
+        with panel("locomotion", x=10, y=40, width=420):
+            modes = list(SWITCH_KEYS.values())[:3] + (["styles"] if self.styles is not None else [])
+            label("keys: " + "  ".join(f"{k} {m}" for k, m in SWITCH_KEYS.items() if m in modes))
             label("stick / WASD: move, shift: run")
+            if hasattr(ui, "dropdown"):
+                i = ui.dropdown("controller", modes, modes.index(self.mode))
+                if modes[i] != self.mode:
+                    self.set_mode(modes[i])
+            else:
+                label(f"controller: {self.mode}")
+            if self.styles is not None and hasattr(ui, "dropdown"):
+                styles = self.styles.styles
+                label("style (keys " + " ".join(f"{k} {s}" for k, s in zip(STYLE_KEYS, styles)) + ")")
+                i = ui.dropdown("style", styles, styles.index(self.styles.style))
+                if styles[i] != self.styles.style:
+                    self.styles.set_style(styles[i])
+                    self.set_mode("styles")
 
     def metrics(self, floor: float) -> dict:
         rp = np.array([r[0] for r in self.log])
@@ -194,19 +422,24 @@ class Locomotion:
         sp = np.array([r[2] for r in self.log])
         sd = np.array([r[3] for r in self.log])
         joints = np.array([r[4] for r in self.log])
-        dist = np.linalg.norm((rp - sp)[:, [0, 2]], axis=1)
         heading = np.degrees(np.arccos(np.clip((rd * sd).sum(1), -1, 1)))
+        travelled = np.linalg.norm(np.diff(rp[:, [0, 2]], axis=0), axis=1).sum()
+        out = {"frames": len(self.log), "finite": bool(np.isfinite(joints).all()),
+               "heading_error_deg": float(heading.mean()), "distance_travelled_m": float(travelled),
+               "ms_per_frame": 1e3 * float(np.mean([r[5] for r in self.log]))}
+        if self.styling:       # the style sets the pace (the simulation follows): no trajectory error
+            out.update(styles=list(self.styles.styles), switches=self.styles.player.switches,
+                       segments=self.styles.segments())
+            return out
+        dist = np.linalg.norm((rp - sp)[:, [0, 2]], axis=1)
+        out.update(trajectory_error_m=float(dist.mean()), trajectory_error_max_m=float(dist.max()),
+                   simulation_travelled_m=float(np.linalg.norm(np.diff(sp[:, [0, 2]], axis=0), axis=1).sum()))
         db = self.ctl.db
         toes = joints[:, [db.joints["left_toe"], db.joints["right_toe"]]]
         speed = np.linalg.norm(np.diff(toes[..., [0, 2]], axis=0), axis=-1) * 60.0 * 100.0
         low = toes[1:, :, 1] < floor
-        travelled = np.linalg.norm(np.diff(rp[:, [0, 2]], axis=0), axis=1).sum()
-        return {"frames": len(self.log), "finite": bool(np.isfinite(joints).all()),
-                "trajectory_error_m": float(dist.mean()), "trajectory_error_max_m": float(dist.max()),
-                "heading_error_deg": float(heading.mean()), "foot_skate_cm_s": float(speed[low].mean()) if low.any() else 0.0,
-                "distance_travelled_m": float(travelled), "simulation_travelled_m":
-                    float(np.linalg.norm(np.diff(sp[:, [0, 2]], axis=0), axis=1).sum()),
-                "ms_per_frame": 1e3 * float(np.mean([r[5] for r in self.log]))}
+        out["foot_skate_cm_s"] = float(speed[low].mean()) if low.any() else 0.0
+        return out
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -217,8 +450,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint", help="retrieval controller checkpoint (default: the shipped model)")
     parser.add_argument("--baseline", help="no-retrieval checkpoint for mode 2 (default: the shipped one)")
     parser.add_argument("--data", help="folder of LaFAN1 BVH files: use the LaFAN1 model")
-    parser.add_argument("--controller", choices=["all", "retrieval", "no_retrieval", "matching"], default="all",
-                        help="headless: which controllers to run (default all, one after the other)")
+    parser.add_argument("--controller", choices=["all", "retrieval", "no_retrieval", "matching", "styles"],
+                        default="all", help="headless: which controllers to run (default all three models, one "
+                        "after the other; styles: the Bandai walking styles)")
+    parser.add_argument("--style", default=None, help="styles: the (first) style (default: the first of --styles)")
+    parser.add_argument("--styles", default=None,
+                        help="styles to load, comma-separated (default normal,angry,old,proud,tired); headless "
+                        "with --controller styles and no --style: switched through every --style-every frames")
+    parser.add_argument("--style-every", type=int, default=240, help="headless styles: frames per style")
+    parser.add_argument("--character", type=Path, default=None,
+                        help="character.bin to skin (default: the LaFAN1 character in the shared data, "
+                        "used when the model's skeleton is LaFAN1's)")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "kinema",
                         help="where the rebuilt database is cached")
     parser.add_argument("--render", action="store_true", help="headless: also write an MP4 per controller")
@@ -228,16 +470,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--height", type=int, default=540)
 
 
-def _render_run(program, frames: int, path: Path, width: int, height: int) -> Path | None:
+def _render_run(program, frames: int, path: Path, width: int, height: int) -> tuple[Path | None, list[dict]]:
+    """Run ``frames`` steps drawing every second one into the MP4 ``path``; returns the path
+    (None without a renderer) and, per drawn frame, the camera and the hips' pixel."""
     try:
         from kinema.render import Renderer
         from kinema.render.recorder import Recorder
     except Exception as e:  # noqa: BLE001 - renderer optional
         print(f"kinema demo locomotion: no renderer ({e}); metrics only")
-        return None
+        return None, []
     r = Renderer()
     r.open(width, height, "kinema: locomotion", headless=True)
     rec = Recorder(path, fps=30)
+    views = []
     try:
         for f in range(frames):
             program.step(scripted_stick(program.t), 1 / 60, True)
@@ -246,10 +491,40 @@ def _render_run(program, frames: int, path: Path, width: int, height: int) -> Pa
                 program.draw(r)
                 r.end_frame()
                 rec.add(r.capture())
+                hips = program.hips()
+                px, _, visible = r.project(hips)
+                cam = r.camera.camera
+                views.append({"frame": f, "camera_position": cam.position.tolist(),
+                              "camera_target": cam.target.tolist(), "hips": hips.tolist(),
+                              "hips_px": px.tolist(), "hips_visible": bool(visible)})
     finally:
         rec.close()
         r.close()
-    return path
+    return path, views
+
+
+def style_schedule(styles: list[str], every: int):
+    """Headless style as a function of the frame: ``styles`` in turn, ``every`` frames each."""
+    if every < 1:
+        raise KinemaError(f"--style-every must be at least 1, got {every}")
+    return lambda frame: styles[(frame // every) % len(styles)]
+
+
+def load_styles(args) -> tuple[StyleDriver | None, list[str]]:
+    """The styles mode's driver (None when the Bandai walks are absent and not asked for)
+    and the headless schedule's styles."""
+    from kinema.demos.styles import DEFAULT_STYLES, StyleLibrary
+
+    wanted = args.controller == "styles" or args.style is not None or args.styles is not None
+    if not bandai_available():
+        if wanted:
+            raise KinemaError("the styles mode needs bandai_namco/dataset-1 in the shared data folder")
+        return None, []
+    styles = [x for x in (args.styles or ",".join(DEFAULT_STYLES)).split(",") if x]
+    schedule = [args.style] if args.style else styles
+    first = schedule[0]
+    library = StyleLibrary.load(list(dict.fromkeys(styles + [first])))
+    return StyleDriver(library, first), schedule
 
 
 def run(args: argparse.Namespace) -> int:
@@ -259,35 +534,54 @@ def run(args: argparse.Namespace) -> int:
     checkpoint, baseline = pick_models(args)
     db = cached_database(checkpoint, args.cache, args.data)
     ctl = RetrievalController(checkpoint, db, baseline)
+    character = skinned_character(db.joint_names, args.character)
     headless = args.headless or args.mode == "headless"
     if not headless:
         from kinema.engine import App, Scene
         from kinema.render import Renderer
-        app = App(Scene("locomotion"), Locomotion(ctl, walk=True, adjust=not args.no_adjust), mode="standalone", fps=60.0,
+        styles, _ = load_styles(args)
+        program = Locomotion(ctl, walk=True, adjust=not args.no_adjust, character=character, styles=styles)
+        if args.controller not in ("all",):
+            program.set_mode(args.controller)
+        app = App(Scene("locomotion"), program, mode="standalone", fps=60.0,
                   renderer=Renderer(), title="kinema: locomotion", width=args.width, height=args.height)
         app.run(args.frames)
         return 0
     frames = args.frames or 720
     floor = float(np.percentile(_positions(db.poses, db.num_joints)[:, [db.joints["left_toe"], db.joints["right_toe"]], 1], 5)) + 0.025
+    styles, schedule = load_styles(args) if args.controller == "styles" else (None, [])
     modes = MODES if args.controller == "all" else (args.controller,)
     args.out.mkdir(parents=True, exist_ok=True)
     result = {"checkpoint": str(checkpoint), "baseline": None if baseline is None else str(baseline),
               "root_adjustment": None if args.no_adjust else {"halflife_s": ADJUST_HALFLIFE, "clamp_m": ADJUST_CLAMP},
-              "database": db.fingerprint, "frames": frames, "track": TRACK, "controllers": {}}
+              "database": db.fingerprint, "frames": frames, "track": TRACK,
+              "character": None if character is None else "skinned", "controllers": {}}
+    if styles is not None:
+        result.update(style_schedule=schedule, style_every=args.style_every)
     for mode in modes:
-        ctl.set_mode(mode)
-        program = Locomotion(ctl, script=scripted_stick, adjust=not args.no_adjust)
+        program = Locomotion(ctl, script=scripted_stick, adjust=not args.no_adjust, character=character,
+                             styles=styles, style_schedule=None if styles is None else
+                             style_schedule(schedule, args.style_every))
+        ctl.set_mode(mode if mode != "styles" else "matching")
         program.reset()
-        ctl.set_mode(mode)
-        video = None
+        program.set_mode(mode)
+        video, views = None, []
         if args.render:
-            video = _render_run(program, frames, args.out / f"locomotion_{mode}.mp4", args.width, args.height)
+            video, views = _render_run(program, frames, args.out / f"locomotion_{mode}.mp4", args.width, args.height)
         if video is None:
             for _ in range(frames):
                 program.step(scripted_stick(program.t), 1 / 60, True)
         m = program.metrics(floor)
         m["video"] = None if video is None else str(video)
+        if views:
+            m["rendered_frames"] = views
         result["controllers"][mode] = m
+        if mode == "styles":
+            for seg in m["segments"]:
+                print(f"       styles: {seg['style']:8s} speed {seg['speed_m_s']:.2f} m/s, cadence "
+                      f"{seg['cadence_steps_s']:.2f}/s, lean {seg['lean_m']:+.2f} m, heading error "
+                      f"{m['heading_error_deg']:.1f} deg")
+            continue
         print(f"{mode:>13}: trajectory error {m['trajectory_error_m']:.3f} m (max {m['trajectory_error_max_m']:.3f}), "
               f"heading {m['heading_error_deg']:.1f} deg, skate {m['foot_skate_cm_s']:.1f} cm/s, "
               f"{m['ms_per_frame']:.2f} ms/frame")

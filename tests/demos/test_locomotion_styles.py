@@ -1,0 +1,171 @@
+"""`kinema demo locomotion`: the Bandai styles mode (switched by a scripted schedule, the
+measured gait changes with the style) and what is drawn (the procedural body for the
+GAMES-105 and Bandai skeletons, the skinned LaFAN1 character for the LaFAN1 model), checked
+on the MP4 against an empty-floor render from the same camera."""
+from __future__ import annotations
+
+import glob
+import json
+
+import imageio.v2 as imageio
+import numpy as np
+import pytest
+
+from kinema.cli.main import main
+from kinema.demos import locomotion as loco
+
+W, H = 480, 270
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("loco_cache")
+
+
+def _bandai(shared_data):
+    if not (shared_data / "bandai_namco" / "dataset-1").exists():
+        pytest.skip("bandai_namco/dataset-1 not in the shared data folder")
+
+
+def _empty_floor(views: list[dict]) -> list[np.ndarray]:
+    """Renders of the empty scene (floor and sky) from each recorded camera."""
+    from kinema.render import Renderer
+    r = Renderer(show_fps=False)
+    r.open(W, H, "empty floor", headless=True)
+    out = []
+    try:
+        for v in views:
+            r.camera.set_fixed(v["camera_position"], v["camera_target"])
+            r.camera.snap()
+            r.begin_frame()
+            r.begin_gui()
+            r.end_frame()
+            out.append(r.capture())
+    finally:
+        r.close()
+    return out
+
+
+def _body_visible(video: str, views: list[dict], every: int = 15) -> tuple[np.ndarray, np.ndarray]:
+    """Mean absolute RGB difference, video against empty floor, in a 7x7 patch at the
+    projected hips and in one at the bottom-right corner (floor only), per sampled frame."""
+    frames = [f for f in imageio.get_reader(video)]
+    assert len(frames) == len(views)
+    picked = list(range(0, len(views), every))
+    empty = _empty_floor([views[i] for i in picked])
+    at_hips, corner = [], []
+    for i, e in zip(picked, empty):
+        v = views[i]
+        assert v["hips_visible"], v
+        x, y = (round(c) for c in v["hips_px"])
+        diff = np.abs(frames[i].astype(int) - e.astype(int))
+        at_hips.append(diff[max(0, y - 3):y + 4, max(0, x - 3):x + 4].mean())
+        corner.append(diff[H - 12:H - 5, W - 12:W - 5].mean())
+    return np.array(at_hips), np.array(corner)
+
+
+def test_styles_mode_switches_gait_and_shows_the_body(tmp_path, shared_data, cache):
+    _bandai(shared_data)
+    out = tmp_path / "styles"
+    assert main(["demo", "locomotion", "--headless", "--controller", "styles", "--styles", "normal,old,proud",
+                 "--style-every", "240", "--frames", "720", "--render", "--width", str(W), "--height", str(H),
+                 "--out", str(out), "--cache", str(cache)]) == 0
+    result = json.loads((out / "metrics.json").read_text())
+    assert result["style_schedule"] == ["normal", "old", "proud"]
+    m = result["controllers"]["styles"]
+    assert m["finite"] and m["frames"] == 720 and m["switches"] == 2
+    seg = {s["style"]: s for s in m["segments"]}
+    assert [s["style"] for s in m["segments"]] == ["normal", "old", "proud"]
+    # the style changes the measured gait (the Bandai clips: old walks slow and bent, proud slow and upright)
+    assert seg["normal"]["speed_m_s"] > seg["old"]["speed_m_s"] + 0.3
+    assert seg["old"]["lean_m"] > seg["normal"]["lean_m"] + 0.08
+    assert seg["old"]["lean_m"] > seg["proud"]["lean_m"] + 0.08
+    assert abs(seg["proud"]["cadence_steps_s"] - seg["normal"]["cadence_steps_s"]) > 0.3
+    # the stick steers: the walker faces the simulation object's direction (turns of the track included)
+    assert m["heading_error_deg"] < 25.0
+    assert m["distance_travelled_m"] > 5.0
+    at_hips, corner = _body_visible(m["video"], m["rendered_frames"])
+    assert np.median(corner) < 8.0, corner           # same camera: the empty floor matches the video
+    assert (at_hips > 25.0).mean() >= 0.9, at_hips    # the body covers the floor at the hips
+
+
+def test_lafan1_model_draws_the_skinned_character(tmp_path, shared_data, cache):
+    if not (shared_data / "characters" / "lafan1_character" / "character.bin").is_file():
+        pytest.skip("characters/lafan1_character not in the shared data folder")
+    if not (loco.MODEL_DIR / loco.LAFAN1_MODEL).is_file():
+        pytest.skip("the LaFAN1 model is not in models/")
+    out = tmp_path / "lafan1"
+    assert main(["demo", "locomotion", "--headless", "--data", str(shared_data / "lafan1"), "--controller",
+                 "matching", "--frames", "90", "--render", "--width", str(W), "--height", str(H),
+                 "--out", str(out), "--cache", str(cache)]) == 0
+    result = json.loads((out / "metrics.json").read_text())
+    assert result["character"] == "skinned"
+    m = result["controllers"]["matching"]
+    at_hips, corner = _body_visible(m["video"], m["rendered_frames"], every=5)
+    assert np.median(corner) < 8.0, corner
+    assert (at_hips > 25.0).mean() >= 0.9, at_hips
+
+
+def test_pose_vector_to_world_matches_forward_kinematics(shared_data):
+    """The skinned character is posed from the controller's pose vector: its root-space 6D
+    rotations and positions, put back at the root, are the clip's own world transforms."""
+    from kinema.control.retrieval.database import (
+        DatabaseConfig,
+        clip_arrays,
+        load_clip,
+        resolve_joints,
+    )
+
+    paths = sorted(glob.glob(str(shared_data / "lafan1" / "walk*.bvh")))
+    if not paths:
+        pytest.skip("no LaFAN1 walk in the shared data folder")
+    m = load_clip(paths[0])[:240]
+    cfg = DatabaseConfig()
+    arr = clip_arrays(m, cfg, resolve_joints(m.skeleton, cfg))
+    gr, gp = m.global_rotations(), m.global_positions()
+    for f in (10, 120, 230):
+        rot, pos = loco.pose_to_world(arr["poses"][f], m.skeleton.num_joints, arr["root_positions"][f],
+                                      arr["root_directions"][f])
+        assert np.abs(pos - gp[f]).max() < 1e-4
+        assert np.abs(np.abs((rot * gr[f]).sum(-1)) - 1).max() < 1e-5     # same rotation (q or -q)
+    # the LaFAN1 skeleton gets the skinned character; the bundled GAMES-105 one does not
+    if (shared_data / "characters" / "lafan1_character" / "character.bin").is_file():
+        assert loco.skinned_character(m.joint_names) is not None
+        import kinema
+        from kinema.data import sample_path
+        games = kinema.load(sample_path("games105", "walk60.bvh"))
+        assert loco.skinned_character(games.joint_names) is None
+
+
+def test_live_switch_keeps_the_character_in_place(shared_data, cache):
+    """Switching to the styles and back (as keys 4 and 1 do) keeps the root where it was."""
+    _bandai(shared_data)
+    from kinema.control.retrieval.controller import RetrievalController
+    from kinema.demos.styles import StyleLibrary
+
+    checkpoint, baseline = loco.MODEL_DIR / loco.SAMPLE_MODEL, None
+    ctl = RetrievalController(checkpoint, loco.cached_database(checkpoint, cache), baseline, mode="matching")
+    program = loco.Locomotion(ctl, script=loco.scripted_stick,
+                              styles=loco.StyleDriver(StyleLibrary.load(["normal", "old"]), "normal"))
+    program.reset()
+    for _ in range(90):
+        program.step(loco.scripted_stick(program.t), 1 / 60, True)
+    before = ctl.root[0]
+    assert np.linalg.norm(before) > 0.5
+    program.set_mode("styles")
+    program.step(np.array([0.0, 1.0]), 1 / 60, True)
+    assert program.mode == "styles"
+    assert np.linalg.norm(program.styles.root[0] - before) < 0.1
+    hips = program.hips()
+    assert np.linalg.norm((hips - before)[[0, 2]]) < 0.4 and 0.7 < hips[1] < 1.2
+    for _ in range(60):
+        program.step(np.array([0.0, 1.0]), 1 / 60, True)
+    program.styles.set_style("old")
+    for _ in range(60):
+        program.step(np.array([0.0, 1.0]), 1 / 60, True)
+    walked = program.styles.root[0]
+    assert np.linalg.norm(walked - before) > 1.0
+    program.set_mode("retrieval")
+    assert ctl.mode == "retrieval" and np.allclose(ctl.root[0], walked)
+    program.step(np.array([0.0, 1.0]), 1 / 60, True)
+    assert np.linalg.norm(ctl.root[0] - walked) < 0.1
