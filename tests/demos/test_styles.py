@@ -90,3 +90,16 @@ def test_served_live_walker_switches_style(shared_data):
     fast = np.linalg.norm(hips[40, [0, 2]] - hips[10, [0, 2]])
     slow = np.linalg.norm(hips[89, [0, 2]] - hips[59, [0, 2]])
     assert live.player.style == "old" and slow < 0.8 * fast, (fast, slow)
+
+
+def test_the_whole_body_travels_with_the_walker(library):
+    """joint_Root goes along under the hips: the body keeps its size however far it walks
+    (it used to stay at the world origin, so bodies drawn from the pose grew with distance)."""
+    player = st.StylePlayer(library, "normal")
+    h = player.hips
+    for _ in range(600):
+        rot, pos = player.step(heading=0.3)
+    assert np.linalg.norm(pos[h, [0, 2]]) > 5.0                         # it walked away
+    spread = np.linalg.norm(pos - pos[h], axis=1).max()
+    assert spread < 1.5, spread                                          # no joint left behind
+    assert np.linalg.norm((pos[0] - pos[h])[[0, 2]]) < 0.5 and abs(pos[0, 1]) < 0.05

@@ -242,13 +242,8 @@ class StyleDriver:
                 np.array([np.sin(y), 0.0, np.cos(y)], np.float32))
 
     def joint_positions(self) -> np.ndarray:
-        """World joint positions (J, 3); the joints above the hips (Bandai's ``joint_Root``,
-        left at the world origin by the player) are put under the hips on the floor so that
-        the drawn body stays the walker's size wherever it is."""
-        pos = self.pose[1].copy()
-        h = self.player.hips
-        pos[:h] = pos[h] * np.array([1, 0, 1], np.float32)
-        return pos
+        """World joint positions (J, 3)."""
+        return self.pose[1].copy()
 
     def segments(self) -> list[dict]:
         """Gait features of every style segment shown (after STYLE_SETTLE frames of blend)."""

@@ -217,12 +217,14 @@ class StylePlayer:
         pos = self.clip.offsets[self.frame].astype(np.float64).copy()
         ry = np.array([math.cos(self.yaw / 2), 0.0, math.sin(self.yaw / 2), 0.0])
         h = self.hips
-        # the hips are stored in root space: place them in the world (joints above them stay at rest)
+        # the hips are stored in root space: the joints above them (Bandai's joint_Root)
+        # carry the walker's root (position on the floor, yaw), so the whole body travels
         parents = self.lib.skeleton.parents
-        rot[h] = quat.mul(ry, rot[h])
-        pos[h] = self.position + quat.rotate(ry, hips)
-        for a in range(h):                    # joint_Root above the hips: identity at the origin
-            rot[a], pos[a] = (1.0, 0.0, 0.0, 0.0), 0.0
+        pos[h] = hips
+        for a in range(h):
+            top = parents[a] < 0
+            rot[a] = ry if top else (1.0, 0.0, 0.0, 0.0)
+            pos[a] = self.position if top else 0.0
         g_rot, g_pos = kinematics.forward(rot[None], pos[None], parents)
         return g_rot[0].astype(np.float32), g_pos[0].astype(np.float32)
 
