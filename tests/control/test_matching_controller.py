@@ -130,3 +130,31 @@ def test_foot_lock_pins_toes_on_the_scripted_track(shared_data):
     assert locked[0] < 0.8 and locked[0] < 0.55 * free[0]
     for f in (free, locked):
         assert f[2] <= 0.135 + 0.01 and f[3] <= 5.02 + 0.5
+
+
+def test_pose_angular_velocities_are_world_rates_in_root_space(db):
+    """The controller's pose rows carry world velocities (the root's yaw rate included), so
+    inertialization offsets keep the world pose's rates through a transition. Oracle: scipy
+    composes each row's world rotations (root yaw x root-space rotation) and differences
+    them; expressed in the root frame they must match the pose's angular velocities on
+    turning frames, which they would miss by the yaw rate without it."""
+    from scipy.spatial.transform import Rotation as R
+
+    c = MotionMatchingController(db)
+    a = c.layout["root_angular_velocity"][0]
+    yaw_rate = db.pose[:, a + 1].astype(np.float64)
+    stops = set((db.ranges[:, 1] - 1).tolist())
+    rows = [r for r in np.flatnonzero(np.abs(yaw_rate) > 0.5)[::5] if r not in stops and r + 1 not in stops][:60]
+    assert len(rows) >= 20
+    errors, rates = [], []
+    for r in rows:
+        world = []
+        for k in (r, r + 1):
+            d = db.root_directions[k].astype(np.float64)
+            yaw = R.from_rotvec([0.0, np.arctan2(d[0], d[2]), 0.0])
+            world.append(yaw * R.from_quat(c._rotations(k), scalar_first=True))
+        yaw_r = R.from_rotvec([0.0, np.arctan2(*db.root_directions[r, [0, 2]].astype(np.float64)), 0.0])
+        omega = yaw_r.inv().apply((world[1] * world[0].inv()).as_rotvec() * db.fps)  # (J, 3) root frame
+        errors.append(np.median(np.linalg.norm(c._pose(r).angular_velocities - omega, axis=-1)))
+        rates.append(abs(yaw_rate[r]))
+    assert np.median(errors) < 0.25 * np.median(rates)

@@ -152,7 +152,14 @@ class MotionMatchingController:
 
     # -- pose rows -------------------------------------------------------------------------
     def _pose(self, row: int) -> PoseState:
-        """Root-space pose of a database row (with angular velocities from the next row)."""
+        """Root-space pose of a database row.
+
+        Velocities are world velocities and angular velocities world rates (the root's own
+        yaw rate added to the root-space rate toward the next row), both expressed in root
+        space: the root switches to the new row's motion at once on a transition, and the
+        inertialized offsets of these world rates carry that jump, so the shown world pose
+        keeps its velocity (a planted toe stays planted through the switch).
+        """
         p = self.db.pose
         j = self.num_joints
         a, b = self.layout["joint_positions"]
@@ -163,6 +170,8 @@ class MotionMatchingController:
         stop = self.db.ranges[self.db.clip_of(row), 1]
         nxt = self._rotations(min(row + 1, stop - 1))
         ang = quat.log(quat.abs(quat.mul(nxt, quat.inv(rot)))) * self.db.fps
+        a, _ = self.layout["root_angular_velocity"]
+        ang[:, 1] += float(p[row, a + 1])
         return PoseState(pos, vel, rot, ang)
 
     def _rotations(self, row: int) -> np.ndarray:
