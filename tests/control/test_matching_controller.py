@@ -86,6 +86,8 @@ def test_demo_headless_metrics(shared_data, tmp_path, capsys):
     assert np.isfinite(m["foot_skating_m_per_s"]["mean"]) and m["foot_skating_m_per_s"]["contact_samples"] > 0
     assert m["searches"] >= 480 // 6 and m["transitions"] > 0
     assert m["distance_travelled_m"] > 10  # the scripted track runs for most of 8 s
+    adj = m["root_adjustment_m_per_s"]  # the root's pull toward the simulation, m/s
+    assert 0 < adj["mean"] <= adj["max"] < 60 * 0.15 + 10  # at most a clamp jump plus a run step
     assert "root error" in capsys.readouterr().out and m["foot_lock"]
     # foot locking reduces the skating of the same run
     rc = main(["demo", "matching", "--headless", "--frames", "480", "--out", str(tmp_path / "nolock"),

@@ -77,6 +77,9 @@ class MatchingOutput:
         root_position, root_direction: (3,) the character's root (floor) and facing.
         frame: database row playing; contacts: (2,) toe contact labels of that row.
         searched / transitioned: whether a search ran / changed the row this step.
+        root_adjustment: metres the root was moved this step beyond the row's own root
+            motion (pull toward the simulation and clamp); planted feet slide by it unless
+            locked.
     """
 
     positions: np.ndarray
@@ -87,6 +90,7 @@ class MatchingOutput:
     contacts: np.ndarray
     searched: bool
     transitioned: bool
+    root_adjustment: float = 0.0
 
 
 def _yaw_rotate(d: np.ndarray, v: np.ndarray, inverse: bool = False) -> np.ndarray:
@@ -149,6 +153,7 @@ class MotionMatchingController:
         self._feet = [names.index(db.config.left_foot), names.index(db.config.right_foot)]
         self._toes = [names.index(db.config.left_toe), names.index(db.config.right_toe)]
         self._contact = [_ContactLock(), _ContactLock()]
+        self._adjustment = 0.0
 
     # -- pose rows -------------------------------------------------------------------------
     def _pose(self, row: int) -> PoseState:
@@ -237,7 +242,8 @@ class MotionMatchingController:
         if cfg.foot_lock:
             world_rot, world_pos = self._lock_feet(world_rot, world_pos, contacts, dt)
         return MatchingOutput(world_pos, world_rot, self.root_position.copy(), self.root_direction.copy(),
-                              self.frame, contacts.copy(), searched, transitioned)
+                              self.frame, contacts.copy(), searched, transitioned,
+                              self._adjustment)
 
     def _lock_feet(self, rot: np.ndarray, pos: np.ndarray, contacts: np.ndarray, dt: float
                    ) -> tuple[np.ndarray, np.ndarray]:
@@ -289,6 +295,7 @@ class MotionMatchingController:
         a, b = self.layout["root_angular_velocity"]
         yaw_rate = float(self.db.pose[self.frame, a + 1])
         self.root_position = self.root_position + _yaw_rotate(self.root_direction, v_rs) * dt
+        animated = self.root_position.copy()
         self.root_position[1] = 0
         ang = np.arctan2(self.root_direction[0], self.root_direction[2]) + yaw_rate * dt
         sim = self.trajectory.sim
@@ -315,3 +322,4 @@ class MotionMatchingController:
         if abs(diff) > cfg.clamp_angle:
             ang = sim_ang + np.sign(diff) * cfg.clamp_angle
         self.root_direction = np.array([np.sin(ang), 0.0, np.cos(ang)])
+        self._adjustment = float(np.linalg.norm((self.root_position - animated)[[0, 2]]))

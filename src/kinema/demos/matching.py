@@ -10,7 +10,8 @@ shift to walk. ``--headless --frames N --out DIR`` follows a scripted joystick t
 (forward, turns, backwards, stop, diagonal, walk) and writes ``metrics.json``: root
 position error and heading error of the character against the simulated (requested)
 trajectory, foot skating (horizontal toe speed while the database labels the toe in
-contact), searches, transitions and step time (foot locking on unless
+contact; this world speed includes the root's pull toward the simulation, reported
+as root adjustment speed), searches, transitions and step time (foot locking on unless
 ``--no-foot-lock``); with ``--render`` (or whenever the
 renderer can run) it also writes ``matching.mp4``.
 """
@@ -50,7 +51,8 @@ class MotionMatchingComponent(Component):
         self.toes = list(toes) if toes is not None else [names.index(cfg.left_toe), names.index(cfg.right_toe)]
         self.parents = np.asarray(controller.db.parents)
         self.records: dict[str, list] = {"root_error": [], "heading_error": [], "skate": [], "searched": [],
-                                         "transitioned": [], "step_s": [], "root": []}
+                                         "transitioned": [], "step_s": [], "root": [],
+                                         "adjust": []}
         self._prev_toes: np.ndarray | None = None
         self.output = None
 
@@ -72,6 +74,7 @@ class MotionMatchingComponent(Component):
         self.records["searched"].append(out.searched)
         self.records["transitioned"].append(out.transitioned)
         self.records["root"].append(out.root_position.tolist())
+        self.records["adjust"].append(out.root_adjustment / dt)
         toes = out.positions[self.toes]
         if self._prev_toes is not None:
             speed = np.linalg.norm((toes - self._prev_toes)[:, [0, 2]], axis=1) / dt
@@ -90,6 +93,7 @@ class MotionMatchingComponent(Component):
             "heading_error_deg": {"mean": float(np.mean(r["heading_error"])), "max": float(np.max(r["heading_error"]))},
             "foot_skating_m_per_s": {"mean": float(skate.mean()), "median": float(np.median(skate)),
                                      "contact_samples": int(len(r["skate"]))},
+            "root_adjustment_m_per_s": {"mean": float(np.mean(r["adjust"])), "max": float(np.max(r["adjust"]))},
             "searches": int(np.sum(r["searched"])),
             "transitions": int(np.sum(r["transitioned"])),
             "distance_travelled_m": float(np.linalg.norm(np.diff(np.array(r["root"]), axis=0), axis=1).sum())
