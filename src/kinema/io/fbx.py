@@ -25,9 +25,14 @@ therefore appended to a ``keep`` list that lives as long as the scene, lists are
 by index (never ``for x in scene.nodes``), and everything is copied to NumPy arrays
 before the scene is released. Conversely no wrapper may outlive its scene: all of them
 are created inside one :func:`_with_session` call and die before the scene is freed.
+Even so the cyclic garbage collector could still crash on a wrapper later, so the scene
+is read in a forked child process that sends back plain NumPy data and exits without
+freeing anything (see :func:`_with_session`).
 """
 from __future__ import annotations
 
+import multiprocessing
+import os
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -384,8 +389,8 @@ def _mesh_data(s: _Session, local_index: dict, textures: bool) -> list[dict]:
     return out
 
 
-def _with_session(path, fn):
-    """Run ``fn(session)`` on a fresh session and close it, whatever happens.
+def _session_result(path, fn):
+    """Run ``fn(session)`` on a fresh session in this process and close it, whatever happens.
 
     On an exception, the locals of the failed frames (which may hold ufbx wrappers) are
     cleared before the scene is freed, so a traceback kept by the caller holds no wrapper
@@ -407,6 +412,56 @@ def _with_session(path, fn):
     finally:
         s.close()
     raise FormatError(message, s.path)
+
+
+def _child(conn, path, fn) -> None:
+    """Forked worker: read the file, send plain data back, and leave without tearing down
+    (the ufbx scene and its wrappers are never garbage-collected, they vanish with the process)."""
+    try:
+        result = ("ok", _session_result(path, fn))
+    except FormatError as e:
+        result = ("format", e.message)
+    except BaseException as e:  # noqa: BLE001 - reported to the parent as a FormatError
+        result = ("error", f"{type(e).__name__}: {e}")
+    try:
+        conn.send(result)
+    finally:
+        conn.close()
+        os._exit(0)
+
+
+def _with_session(path, fn):
+    """``fn(session)`` on the scene of ``path``, read in a forked child process.
+
+    ufbx 0.0.5's wrappers keep no reference to their scene, and the cyclic garbage
+    collector can walk one after its scene was freed: a segfault at a random later moment
+    (seen in the test suite, and reproduced by loading FBX files with a low GC threshold).
+    Holding every wrapper and freeing the scene last (``_Session``) is not enough, so the
+    scene lives in a short-lived child that sends back plain NumPy data and exits without
+    freeing anything. A crash there becomes a FormatError here, never a crash of the caller.
+    Without ``fork`` (Windows, macOS spawn defaults) the file is read in this process.
+    """
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return _session_result(path, fn)
+    ctx = multiprocessing.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(send, path, fn), daemon=True)
+    proc.start()
+    send.close()
+    try:
+        kind, payload = receive.recv()
+    except EOFError:
+        kind, payload = "crash", None
+    finally:
+        receive.close()
+        proc.join()
+    if kind == "ok":
+        return payload
+    if kind == "crash":
+        raise FormatError(f"ufbx failed while reading the file (reader exit code {proc.exitcode})", path)
+    if kind == "format":
+        raise FormatError(payload, path)
+    raise FormatError(f"cannot read the file ({payload})", path)
 
 
 # --------------------------------------------------------------------------- conversion
