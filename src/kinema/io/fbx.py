@@ -31,6 +31,7 @@ freeing anything (see :func:`_with_session`).
 """
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import traceback
@@ -389,8 +390,9 @@ def _mesh_data(s: _Session, local_index: dict, textures: bool) -> list[dict]:
     return out
 
 
-def _session_result(path, fn):
-    """Run ``fn(session)`` on a fresh session in this process and close it, whatever happens.
+def _session_result(path, fn, close: bool = True):
+    """Run ``fn(session)`` on a fresh session in this process and close it (unless
+    ``close=False``, for a process about to exit), whatever happens.
 
     On an exception, the locals of the failed frames (which may hold ufbx wrappers) are
     cleared before the scene is freed, so a traceback kept by the caller holds no wrapper
@@ -410,15 +412,19 @@ def _session_result(path, fn):
         traceback.clear_frames(e.__traceback__)
         raise
     finally:
-        s.close()
+        if close:
+            s.close()
     raise FormatError(message, s.path)
 
 
 def _child(conn, path, fn) -> None:
-    """Forked worker: read the file, send plain data back, and leave without tearing down
-    (the ufbx scene and its wrappers are never garbage-collected, they vanish with the process)."""
+    """Forked worker: read the file, send plain data back, and leave without tearing down.
+
+    The cyclic garbage collector is off for the child's short life and the scene is never
+    closed: no ufbx wrapper is ever traversed or freed, they vanish with the process."""
+    gc.disable()
     try:
-        result = ("ok", _session_result(path, fn))
+        result = ("ok", _session_result(path, fn, close=False))
     except FormatError as e:
         result = ("format", e.message)
     except BaseException as e:  # noqa: BLE001 - reported to the parent as a FormatError
