@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import print_table, timeit
+from common import cpu_time, print_table, timeit
 
 from kinema.data import shared_root
 from kinema.io import bvh
@@ -50,17 +50,6 @@ def _peers():
     except ImportError:
         print("note: bvh not installed (pip install 'kinema[bench]'); skipped")
     return peers
-
-
-def cpu_time(fn, repeat: int) -> float:
-    """Fastest process CPU time of ``fn()`` over ``repeat`` runs: the one-core cost, which
-    other programs on a shared machine disturb far less than wall time."""
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.process_time()
-        fn()
-        best = min(best, time.process_time() - t0)
-    return best
 
 
 def _throughput(fn, files, repeat: int) -> tuple[float, float]:

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
-from common import print_table, timeit
+from common import cpu_time, print_table, timeit
 
 import kinema
 from kinema.data import shared_root
@@ -20,14 +19,6 @@ from kinema.maths import quat
 from kinema.motion import kinematics
 
 
-def cpu_time(fn, repeat: int) -> float:
-    """Fastest process CPU time of ``fn()`` over ``repeat`` runs (robust to other load)."""
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.process_time()
-        fn()
-        best = min(best, time.process_time() - t0)
-    return best
 
 
 def per_frame_loop(rot: np.ndarray, pos: np.ndarray, parents: np.ndarray):
