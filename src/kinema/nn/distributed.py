@@ -12,6 +12,7 @@ gives each rank its slice of every global batch, so N ranks reproduce one proces
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 from pathlib import Path
@@ -77,6 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     if rank == 0:
         Path(args.out).write_text(json.dumps({"world_size": world, "step_loss": history}))
     if distributed:
+        # every rank done, and the DDP reducer (reference cycles) freed while the process
+        # group is still alive: tearing gloo down under a live reducer aborted a rank
+        # ("terminate called without an active exception") now and then
+        torch.distributed.barrier()
+        gc.collect()
         torch.distributed.destroy_process_group()
     return 0
 
