@@ -10,12 +10,12 @@ distance to its planet must stay its orbit radius).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 
 import numpy as np
 
+from kinema.demos._showcase import write_metrics
 from kinema.engine import App, Component, Scene, stick
 from kinema.engine.app import display_available, renderer_available, resolve_mode
 from kinema.maths import quat
@@ -226,8 +226,7 @@ def run(args: argparse.Namespace) -> int:
         bodies = [app.scene.find("sun"), *app.scene.with_tag("planet")]
         pixels = renderer.project(np.array([b.world_position for b in bodies]))[0]
         metrics["last_frame_pixels"] = {b.name: [float(v) for v in p] for b, p in zip(bodies, pixels)}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    write_metrics(args.out, metrics)
     print(f"ecs demo ({app.mode}): {steps} steps in {wall:.2f} s ({metrics['steps_per_second'] or 0:.0f}/s), "
           f"{metrics['entities']} entities, moon radius error {program.max_moon_error:.2e} m "
           f"-> {args.out / 'metrics.json'}")

@@ -11,12 +11,12 @@ PNG frames; without ``--headless`` it opens a window.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 import numpy as np
 
+from kinema.demos._showcase import write_metrics
 from kinema.ik import fabrik
 
 DESCRIPTION = "FABRIK: a chain follows a moving target (pole, out-of-reach stretching)"
@@ -96,8 +96,7 @@ def run(args: argparse.Namespace) -> int:
         "mean_solve_ms": 1000 * float(np.mean(solve_s)) if solve_s else None,
         "frames_written": written,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    write_metrics(args.out, metrics)
     print(f"ik demo: {frame} frames, reachable {metrics['reachable_frames']}, reached within 1 mm "
           f"{metrics['reached_within_1mm']}, bone drift {metrics['max_bone_length_drift_m']:.1e} m "
           f"-> {args.out / 'metrics.json'}")

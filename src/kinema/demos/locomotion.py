@@ -43,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kinema.demos._showcase import write_metrics
 from kinema.errors import KinemaError
 
 DESCRIPTION = "biped locomotion with the retrieval-augmented Mamba controller (switch to no-retrieval / motion matching)"
@@ -580,6 +581,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"{mode:>13}: trajectory error {m['trajectory_error_m']:.3f} m (max {m['trajectory_error_max_m']:.3f}), "
               f"heading {m['heading_error_deg']:.1f} deg, skate {m['foot_skate_cm_s']:.1f} cm/s, "
               f"{m['ms_per_frame']:.2f} ms/frame")
-    (args.out / "metrics.json").write_text(json.dumps(result, indent=2))
+    write_metrics(args.out, result)
     print(f"wrote {args.out / 'metrics.json'}")
     return 0

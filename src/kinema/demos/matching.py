@@ -18,13 +18,13 @@ renderer can run) it also writes ``matching.mp4``.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 import numpy as np
 
 from kinema.control.matching import MatchingConfig, MotionMatchingController
+from kinema.demos._showcase import write_metrics
 from kinema.engine import Actor, App, Component, Scene, ScriptedInput, stick
 from kinema.errors import KinemaError
 from kinema.motion import Skeleton
@@ -197,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
         metrics = comp.metrics()
         metrics.update({"database": db.info() | {"clips": len(db.clip_names)}, "video": str(video) if video else None,
                         "foot_lock": not args.no_foot_lock})
-        (args.out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+        write_metrics(args.out, metrics)
         print(f"demo matching: {metrics['frames']} frames, root error {metrics['root_position_error_m']['mean']:.3f} m, "
               f"heading error {metrics['heading_error_deg']['mean']:.1f} deg, foot skating "
               f"{metrics['foot_skating_m_per_s']['mean']:.3f} m/s, {metrics['transitions']} transitions "

@@ -17,10 +17,11 @@ the clip, which is never trained on. With ``--render`` (and a display, e.g.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
+
+from kinema.demos._showcase import write_metrics
 
 DESCRIPTION = "a network learns to anticipate future motion on real mocap, live"
 
@@ -163,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
                     "horizon": args.horizon, "fps": args.fps}, normalisation={"inputs": "pose+velocity, hips-relative"})
     metrics = _metrics(model, trainer, xv, yv, program.frame, stats.wall_seconds, clip)
     metrics["frames_written"] = [str(p) for p in stats.captures]
-    (args.out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    write_metrics(args.out, metrics)
     print(f"training demo: {program.frame} frames, {trainer.global_step} steps, loss {metrics['initial_loss']:.3g} -> "
           f"{metrics['final_loss']:.3g}; validation error at +{args.horizon} frames "
           f"{100 * metrics['val_error_last_frame_m']:.1f} cm (copying the pose: "
