@@ -79,7 +79,7 @@ def step_timing(path: Path, db) -> tuple[float, float]:
 
     def mm():
         if frame[0] % r.refresh == 0:
-            db.search(db.normalise(db.features[rows]), 1)
+            db.search(db.features[rows], 1)
         frame[0] += 1
 
     return timeit(controller, repeat=5, min_time=0.2), timeit(mm, repeat=5, min_time=0.2)

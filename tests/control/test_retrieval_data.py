@@ -5,55 +5,57 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kinema.control.retrieval.database import Database, DatabaseConfig, build, features_from_poses, pose_layout
-from kinema.control.retrieval.rollout import control_at, integrate_root
+from kinema.control.retrieval.evaluate import joint_positions
+from kinema.control.retrieval.rollout import control_at, integrate_root, root_motion
 from kinema.control.retrieval.sequences import PoseNormaliser, Retriever, WindowSampler
-from kinema.errors import FormatError
+from kinema.control.retrieval.training import build_clips
+from kinema.matching.config import DatabaseConfig
 
 CLIPS = ["idle", "run_forward", "walk_and_turn_left", "walk_forward"]
 
 
 @pytest.fixture(scope="module")
 def db(sample_data):
-    return build([sample_data / "games105" / f"{c}.bvh" for c in CLIPS])
+    """The retrieval database is the motion-matching database (``kinema db build``)."""
+    return build_clips([sample_data / "games105" / f"{c}.bvh" for c in CLIPS], DatabaseConfig.preset("games105"), True)
 
 
 @pytest.fixture(scope="module")
 def retriever(db):
-    return Retriever(db, PoseNormaliser.fit(db.poses))
+    return Retriever(db, PoseNormaliser.fit(db.pose))
 
 
 def test_rows_ranges_twins_and_widths(db):
     c = len(CLIPS)
-    assert db.clip_names[:c] == CLIPS and db.clip_names[c:] == [n + "_mirror" for n in CLIPS]
-    assert np.array_equal(db.twins, np.r_[np.arange(c) + c, np.arange(c)])
-    assert db.pose_width == 3 + 12 * 20 and db.features.shape == (db.num_rows, 27)
+    assert db.clip_names[0::2] == CLIPS and db.clip_names[1::2] == [n + "_mirror" for n in CLIPS]
+    assert np.array_equal(db.twins, np.arange(2 * c) ^ 1)
+    assert db.pose_width == 12 * 20 + 6 and db.features.shape == (db.rows, 27)
     lengths = db.ranges[:, 1] - db.ranges[:, 0]
-    assert np.array_equal(lengths[:c], lengths[c:]) and db.ranges[-1, 1] == db.num_rows
+    assert np.array_equal(lengths[0::2], lengths[1::2]) and db.ranges[-1, 1] == db.rows
     # walk_forward is at 100 fps in the file: resampled to 60 Hz over the same duration
-    assert lengths[3] == 60
-    # the mirror of a clip turns the other way: yaw rates (pose[2]) have opposite signs
-    a, b = db.ranges[2], db.ranges[2 + c]
-    np.testing.assert_allclose(db.poses[a[0]:a[1], 2], -db.poses[b[0]:b[1], 2], atol=1e-4)
-    # the walk covers ground at a walking speed (m/s, pose[0:2] is the root velocity)
-    speed = np.linalg.norm(db.poses[a[0] + 30:a[1] - 30, :2], axis=1)
+    assert lengths[6] == 60
+    # the mirror of a clip turns the other way: yaw rates have opposite signs
+    a, b = db.ranges[4], db.ranges[5]
+    m = root_motion(db, db.pose)
+    np.testing.assert_allclose(m[a[0]:a[1], 2], -m[b[0]:b[1], 2], atol=1e-4)
+    # the walk covers ground at a walking speed (m/s)
+    speed = np.linalg.norm(m[a[0] + 30:a[1] - 30, :2], axis=1)
     assert 0.5 < np.median(speed) < 2.5
+    assert np.array_equal(db.clip_ids(["walk_and_turn_left"]), [4, 5])
 
 
 def test_pose_features_rebuild_the_database_features(db):
-    f = features_from_poses(db.poses, db.control, db.joints, db.num_joints)
-    np.testing.assert_allclose(f, db.features, atol=1e-5)
+    f = db.features_from_pose(db.pose, db.trajectory)
+    np.testing.assert_allclose(f, db.raw_features, atol=1e-5)
 
 
 def test_payload_is_the_candidate_transplanted_to_the_current_root(db, retriever):
     """Root-space rows are valid at any root: moving the candidate's world joints onto the
     current character's root and expressing them there gives back the payload's pose."""
-    j = db.num_joints
-    lay = pose_layout(j)
-    row, cur = db.ranges[2, 0] + 100, db.ranges[1, 0] + 10
+    row, cur = db.ranges[4, 0] + 100, db.ranges[2, 0] + 10
     payload = retriever.payload(np.array([row]), np.array([0.5], np.float32))[0]
     assert payload.shape == (retriever.width,) == (2 * db.pose_width + 3,)
-    local = db.poses[row, slice(*lay["positions"])].reshape(j, 3)
+    local = joint_positions(db, db.pose[row])
     # world joints of the candidate, from its own root
     d, p = db.root_directions[row], db.root_positions[row]
     world = np.stack([d[2] * local[:, 0] + d[0] * local[:, 2], local[:, 1], d[2] * local[:, 2] - d[0] * local[:, 0]], -1) + p
@@ -64,30 +66,30 @@ def test_payload_is_the_candidate_transplanted_to_the_current_root(db, retriever
     dc = db.root_directions[cur]
     back = np.stack([dc[2] * moved[:, 0] - dc[0] * moved[:, 2], moved[:, 1], dc[2] * moved[:, 2] + dc[0] * moved[:, 0]], -1)
     pose_n = payload[:db.pose_width]
-    got = retriever.norm.denormalise(pose_n)[slice(*lay["positions"])].reshape(j, 3)
+    got = joint_positions(db, retriever.norm.denormalise(pose_n))
     np.testing.assert_allclose(got, back, atol=1e-4)
     # successor delta and extras
     np.testing.assert_allclose(payload[db.pose_width:2 * db.pose_width] * retriever.norm.std,
-                               db.poses[row + 1] - db.poses[row], atol=1e-4)
+                               db.pose[row + 1] - db.pose[row], atol=1e-4)
     np.testing.assert_array_equal(payload[-3:-1], db.contacts[row])
     assert payload[-1] == np.float32(0.5)
 
 
 def test_training_retrieval_excludes_own_clip_and_mirror_twin(db, retriever):
-    rows = np.arange(db.ranges[2, 0], db.ranges[2, 1], 7)
-    clips = db.clip_of_row[rows]
-    idx, cost = retriever.search(db.normalised[rows], retriever.exclusions(clips))
-    got = db.clip_of_row[idx]
-    assert not np.isin(got, [2, 2 + len(CLIPS)]).any()
+    rows = np.arange(db.ranges[4, 0], db.ranges[4, 1], 7)
+    clips = db.clip_of(rows)
+    idx, cost = retriever.search(db.features[rows], retriever.exclusions(clips))
+    got = db.clip_of(idx)
+    assert not np.isin(got, [4, 5]).any()
     assert np.all(np.diff(cost, axis=1) >= 0)
     # without the exclusion a query finds itself at cost 0
-    idx0, cost0 = retriever.search(db.normalised[rows])
+    idx0, cost0 = retriever.search(db.features[rows])
     assert np.array_equal(idx0[:, 0], rows) and np.all(cost0[:, 0] == 0)
 
 
 def test_sampling_prefers_low_cost_and_stays_in_the_top(db, retriever):
     rng = np.random.default_rng(0)
-    idx, cost = retriever.search(db.normalised[np.full(4000, db.ranges[2, 0] + 50)])
+    idx, cost = retriever.search(db.features[np.full(4000, db.ranges[4, 0] + 50)])
     pick, pc = retriever.sample(idx, cost, rng)
     assert pick.shape == (4000, 4) and np.isin(pick, idx[0]).all()
     assert all(len(set(r)) == 4 for r in pick[:50])                       # without replacement
@@ -104,19 +106,19 @@ def test_window_candidates_refresh_every_6_frames_and_advance_by_one(db, retriev
     rows = np.array([((retriever.poses_n - f) ** 2).sum(-1).argmin() for f in flat]).reshape(8, 24, 4)
     np.testing.assert_array_equal(retriever.poses_n[rows], batch.candidates[..., :db.pose_width])
     steps = np.diff(rows, axis=1)                                          # (8, 23, 4)
-    at_end = rows[:, :-1] == db.ranges[db.clip_of_row[rows[:, :-1]], 1] - 1
+    at_end = rows[:, :-1] == db.ranges[db.clip_of(rows[:, :-1]), 1] - 1
     advancing = ((steps == 1) | ((steps == 0) & at_end)).all(-1)
     assert advancing.mean() > 0.6                                          # 5 of every 6 frames
     assert (~advancing).sum(1).max() <= 24 // 6 + 1                       # at most one search per 6 frames
     for b in range(8):
-        c = db.clip_of_row[batch.rows[b, 0]]
-        assert not np.isin(db.clip_of_row[rows[b]], [c, db.twins[c]]).any()
+        c = db.clip_of(batch.rows[b, 0])
+        assert not np.isin(db.clip_of(rows[b]), [c, db.twins[c]]).any()
 
 
 def test_joystick_is_relative_to_the_given_root(db):
-    rows = np.arange(db.ranges[2, 0], db.ranges[2, 1] - 1, 11)
+    rows = np.arange(db.ranges[4, 0], db.ranges[4, 1] - 1, 11)
     true = control_at(db, rows, db.root_positions[rows], db.root_directions[rows])
-    np.testing.assert_allclose(true, db.control[rows], atol=1e-5)
+    np.testing.assert_allclose(true, db.trajectory[rows], atol=1e-5)
     # a root turned by 90 degrees sees the same future rotated: directions swap axes
     turned = np.stack([db.root_directions[rows, 2], np.zeros(len(rows)), -db.root_directions[rows, 0]], -1)
     c2 = control_at(db, rows, db.root_positions[rows], turned)
@@ -126,24 +128,36 @@ def test_joystick_is_relative_to_the_given_root(db):
 
 
 def test_integrating_the_root_motion_reproduces_the_root(db):
-    a, b = db.ranges[2]
-    pos, d = db.root_positions[a:a + 1].copy(), db.root_directions[a:a + 1].copy()
-    for r in range(a + 1, b):
-        pos, d = integrate_root(pos, d, db.poses[r:r + 1, :3])
-    assert np.linalg.norm(pos[0] - db.root_positions[b - 1]) < 0.02
-    assert np.dot(d[0], db.root_directions[b - 1]) > np.cos(np.radians(1))
+    """The pose's root velocity and turning rate carry the root along its own track (the
+    free-running root), on the turning walk and its mirror."""
+    for c in (4, 5):
+        a, b = db.ranges[c]
+        pos, d = db.root_positions[a:a + 1].copy(), db.root_directions[a:a + 1].copy()
+        for r in range(a + 1, b):
+            pos, d = integrate_root(pos, d, root_motion(db, db.pose[r:r + 1]), db.fps)
+        travelled = np.linalg.norm(db.root_positions[b - 1] - db.root_positions[a])
+        assert travelled > 2.0
+        assert np.linalg.norm(pos[0] - db.root_positions[b - 1]) < 0.02 * travelled   # central differences
+        assert np.dot(d[0], db.root_directions[b - 1]) > np.cos(np.radians(1))
 
 
-def test_fingerprint_is_stable_and_sensitive(db, sample_data, tmp_path):
-    again = build([sample_data / "games105" / f"{c}.bvh" for c in CLIPS])
-    assert again.fingerprint == db.fingerprint and len(db.fingerprint) == 16
-    other = build([sample_data / "games105" / f"{c}.bvh" for c in CLIPS], DatabaseConfig(contact_speed=0.3))
+def test_fingerprint_is_the_db_build_fingerprint(db, sample_data, tmp_path):
+    """The training database is what ``kinema db build`` writes: same fingerprint, and any
+    change of files, order or config changes it."""
+    from kinema.cli.main import main
+    from kinema.matching.database import Database
+
+    files = [str(sample_data / "games105" / f"{c}.bvh") for c in CLIPS]
+    assert main(["db", "build", *files, "--config", "games105", "--mirror", "-o", str(tmp_path / "db.npz"),
+                 "--quiet"]) == 0
+    assert Database.load(tmp_path / "db.npz").fingerprint == db.fingerprint and len(db.fingerprint) == 16
+    # the folder with the held-out clips excluded: the same files in the same order
+    assert main(["db", "build", str(sample_data / "games105"), "--exclude", "walk60", "walk_and_ture_right",
+                 "--config", "games105", "--mirror", "-o", str(tmp_path / "db2.npz"), "--quiet"]) == 0
+    assert Database.load(tmp_path / "db2.npz").fingerprint == db.fingerprint
+    other = build_clips([sample_data / "games105" / f"{c}.bvh" for c in CLIPS],
+                        DatabaseConfig.from_dict({"base": "games105", "contact_speed": 0.3}), True)
     assert other.fingerprint != db.fingerprint
-    path = db.save(tmp_path / "db.npz")
-    assert Database.load(path).fingerprint == db.fingerprint
-    with np.load(path) as z:
-        arrays = {k: z[k] for k in z.files}
-    arrays["poses"] = arrays["poses"] + np.float32(1e-3)
-    np.savez(tmp_path / "bad.npz", **arrays)
-    with pytest.raises(FormatError, match="fingerprint"):
-        Database.load(tmp_path / "bad.npz")
+    fewer = build_clips([sample_data / "games105" / f"{c}.bvh" for c in CLIPS[:-1]],
+                        DatabaseConfig.preset("games105"), True)
+    assert fewer.fingerprint != db.fingerprint

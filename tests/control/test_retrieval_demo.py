@@ -55,12 +55,12 @@ def test_controller_modes_share_the_character_state(tiny):
     from kinema.control.retrieval.training import build_databases
     db = build_databases(cfg)[0]
     ctl = RetrievalController(ckpt, db)
-    control = db.control[db.ranges[2, 0] + 30]
+    control = db.trajectory[db.ranges[4, 0] + 30]
     ctl.set_mode("matching")
     for _ in range(12):
         ctl.step(control)
     # playback poses are database rows
-    assert np.isclose(((db.poses - ctl.pose) ** 2).sum(1).min(), 0.0)
+    assert np.isclose(((db.pose - ctl.pose) ** 2).sum(1).min(), 0.0)
     before = ctl.root_pos.copy()
     ctl.set_mode("retrieval")
     pose = ctl.step(control)

@@ -67,7 +67,7 @@ def test_output_depends_on_candidates_after_training(trained):
     r = Retriever(db, norm, tau=0.0)
     rows = val.ranges[:2, :1] + np.arange(20)[None]
     cands = torch.as_tensor(teacher_forced_candidates(r, val, rows, None, None)).requires_grad_(True)
-    out, _ = model(torch.as_tensor(val.control[rows]), torch.as_tensor(norm.normalise(val.poses[rows])), cands)
+    out, _ = model(torch.as_tensor(val.trajectory[rows]), torch.as_tensor(norm.normalise(val.pose[rows])), cands)
     (grad,) = torch.autograd.grad(out["pose"].square().sum() + out["contact_logits"].square().sum(), cands)
     assert torch.isfinite(grad).all() and grad.norm() > 1e-6
     # the pose part (not only the cost column) is read
@@ -107,7 +107,7 @@ def test_eval_cli_fails_on_a_gain_of_exactly_zero(trained, tmp_path, sample_data
 def test_eval_refuses_a_database_with_another_fingerprint(trained, sample_data):
     path, meta, db, _ = trained
     cfg = load_config(CONFIG)
-    cfg["data"]["database"] = {"contact_speed": 0.3}
+    cfg["data"]["database"] = {"base": "games105", "contact_speed": 0.3}
     other = build_databases(cfg)[0]
     assert other.fingerprint != db.fingerprint
     with pytest.raises(KinemaError, match="fingerprint"):
@@ -122,7 +122,7 @@ def test_card_values_come_from_metadata_and_evaluation(trained, result, tmp_path
     for section in ("## Database", "## Architecture", "## Training", "## Retrieval gain", "## Provenance"):
         assert section in card
     assert f"| fingerprint | {db.fingerprint} |" in card
-    assert f"| rows | {db.num_rows:,} |" in card
+    assert f"| rows | {db.rows:,} |" in card
     assert f"| pose width | {db.pose_width} |" in card
     best = meta["history"]["best"]
     assert f"| best | {best['epoch']} | {best['step']} |" in card

@@ -109,29 +109,23 @@ def test_lafan1_model_draws_the_skinned_character(tmp_path, shared_data, cache):
 def test_pose_vector_to_world_matches_forward_kinematics(shared_data):
     """The skinned character is posed from the controller's pose vector: its root-space 6D
     rotations and positions, put back at the root, are the clip's own world transforms."""
-    from kinema.control.retrieval.database import (
-        DatabaseConfig,
-        clip_arrays,
-        load_clip,
-        resolve_joints,
-    )
+    from kinema.matching.config import DatabaseConfig
+    from kinema.matching.database import build_database
 
     paths = sorted(glob.glob(str(shared_data / "lafan1" / "walk*.bvh")))
     if not paths:
         pytest.skip("no LaFAN1 walk in the shared data folder")
-    m = load_clip(paths[0])[:240]
-    cfg = DatabaseConfig()
-    arr = clip_arrays(m, cfg, resolve_joints(m.skeleton, cfg))
+    import kinema
+    m = kinema.load(paths[0]).resample(60.0)[:240]
+    db = build_database([m], DatabaseConfig.preset("lafan1"), progress=False)
     gr, gp = m.global_rotations(), m.global_positions()
     for f in (10, 120, 230):
-        rot, pos = loco.pose_to_world(arr["poses"][f], m.skeleton.num_joints, arr["root_positions"][f],
-                                      arr["root_directions"][f])
+        rot, pos = loco.pose_to_world(db.pose[f], m.skeleton.num_joints, db.root_positions[f], db.root_directions[f])
         assert np.abs(pos - gp[f]).max() < 1e-4
         assert np.abs(np.abs((rot * gr[f]).sum(-1)) - 1).max() < 1e-5     # same rotation (q or -q)
     # the LaFAN1 skeleton gets the skinned character; the bundled GAMES-105 one does not
     if (shared_data / "characters" / "lafan1_character" / "character.bin").is_file():
         assert loco.skinned_character(m.joint_names) is not None
-        import kinema
         from kinema.data import sample_path
         games = kinema.load(sample_path("games105", "walk60.bvh"))
         assert loco.skinned_character(games.joint_names) is None

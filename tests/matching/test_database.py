@@ -12,7 +12,7 @@ import pytest
 
 from kinema.errors import CheckpointError, KinemaError
 from kinema.matching.config import DatabaseConfig
-from kinema.matching.database import BUILDER_VERSION, Database, build_from_paths
+from kinema.matching.database import BUILDER_VERSION, Database, build_database, build_from_paths, source_from_file
 from kinema.matching.search import Exclusion
 
 
@@ -164,11 +164,15 @@ def test_fingerprint_depends_on_inputs_and_config_only(shared_data, tmp_path):
     for f in files:
         h.update(f"|{f.stem}|{hashlib.sha256(f.read_bytes()).hexdigest()}".encode())
     assert a.fingerprint == h.hexdigest()[:16]
-    # any change changes it: mirror, config, order, data
+    # any change changes it: mirror, config, clip order, data
     assert build_from_paths(files, "bandai", mirror=True, progress=False).fingerprint != a.fingerprint
     cfg = DatabaseConfig.from_dict({"base": "bandai", "trajectory_direction_weight": 1.0})
     assert build_from_paths(files, cfg, progress=False).fingerprint != a.fingerprint
-    assert build_from_paths(files[::-1], "bandai", progress=False).fingerprint != a.fingerprint
+    # files are taken in one canonical (sorted) order: a reversed list is the same database,
+    # while clips stacked in another order are another database
+    assert build_from_paths(files[::-1], "bandai", progress=False).fingerprint == a.fingerprint
+    srcs = [source_from_file(f) for f in files]
+    assert build_database(srcs[::-1], "bandai", progress=False).fingerprint != a.fingerprint
     text = copies[1].read_text().splitlines()
     text[-1] = " ".join(f"{float(v) + 0.001:.6f}" for v in text[-1].split())  # nudge the last frame
     copies[1].write_text("\n".join(text) + "\n")

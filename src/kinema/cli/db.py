@@ -1,6 +1,6 @@
 """``kinema db``: build and inspect motion-matching databases.
 
-    kinema db build PATHS... -o DB [--config lafan1|bandai|FILE] [--mirror]
+    kinema db build PATHS... -o DB [--config lafan1|bandai|games105|FILE] [--mirror] [--exclude NAME...]
     kinema db info DB [--json]
 """
 from __future__ import annotations
@@ -18,8 +18,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     b.add_argument("paths", nargs="+", help="motion files or folders (searched recursively)")
     b.add_argument("-o", "--output", required=True, help="database file to write (.npz)")
     b.add_argument("--config", default="lafan1",
-                   help="skeleton config: preset 'lafan1' or 'bandai', or a JSON file (default lafan1)")
+                   help="skeleton config: preset 'lafan1', 'bandai' or 'games105', or a JSON file (default lafan1)")
     b.add_argument("--mirror", action="store_true", help="add the mirror image of every clip")
+    b.add_argument("--exclude", nargs="+", default=[], metavar="NAME",
+                   help="leave out the files with these names (stems), e.g. a held-out validation clip")
     b.add_argument("--quiet", action="store_true", help="no progress bars")
     i = sub.add_parser("info", help="print a database's fingerprint, size and clips")
     i.add_argument("database", help="database file (.npz)")
@@ -27,10 +29,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kinema.matching.database import Database, build_from_paths
+    from kinema.matching.database import Database, build_from_paths, expand_paths
     if args.db_command == "build":
         t0 = time.perf_counter()
-        db = build_from_paths(args.paths, args.config, mirror=args.mirror, progress=not args.quiet)
+        paths = expand_paths(args.paths)
+        if args.exclude:
+            unknown = sorted(set(args.exclude) - {p.stem for p in paths})
+            if unknown:
+                print(f"kinema db build: error: --exclude names no input file: {', '.join(unknown)}")
+                return 2
+            paths = [p for p in paths if p.stem not in set(args.exclude)]
+        db = build_from_paths(paths, args.config, mirror=args.mirror, progress=not args.quiet)
         path = db.save(args.output)
         print(f"wrote {path}: {db.rows} rows, {len(db.clip_names)} clips, pose width {db.pose_width}, "
               f"fingerprint {db.fingerprint} ({time.perf_counter() - t0:.1f} s)")

@@ -21,6 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline", help="a checkpoint of the same architecture trained without retrieval")
     parser.add_argument("--mirror", action="store_true", help="also evaluate the mirrored clips")
     parser.add_argument("--max-windows", type=int, help="evaluate at most this many windows")
+    parser.add_argument("--stability", type=int, default=0, metavar="FRAMES",
+                        help="also run free-running rollouts of this many frames (e.g. 1200 = 20 s) and "
+                             "report whether they stay finite and bounded")
     parser.add_argument("--json", action="store_true", help="print the full result as JSON")
     parser.add_argument("-o", "--out", help="also write the JSON result here")
 
@@ -49,6 +52,17 @@ def format_table(result: dict) -> str:
         lines.append(f"  {'':24}" + "".join(f"{k:>20}" for k in keys))
         for name, m in rows.items():
             lines.append(f"  {name:24}" + "".join(f"{m.get(k, float('nan')):>20.4f}" for k in keys))
+    h = result["free_running"].get("horizons")
+    if h:
+        lines.append("free-running joint error (cm) over the first N frames; [95% CI of other - model]:")
+        lines.append(f"  {'':24}" + "".join(f"{n:>24}" for n in h["frames"]))
+        for name, vals in h["joint_error_cm"].items():
+            ci = h["other_minus_model_ci95"].get(name)
+            cells = [f"{v:.2f}" + ("" if ci is None else f" [{ci[i][0]:+.1f},{ci[i][1]:+.1f}]") for i, v in enumerate(vals)]
+            lines.append(f"  {name:24}" + "".join(f"{c:>24}" for c in cells))
+    st = result.get("stability")
+    if st:
+        lines.append(f"stability ({st['windows']} rollouts of {st['frames']} frames): " + json.dumps(st))
     return "\n".join(lines)
 
 
@@ -61,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     clips = args.clips or validation_clips(read_metadata(args.checkpoint))
     result = evaluate(args.checkpoint, args.db, clips, frames=args.frames, context=args.context, stride=args.stride,
                       baseline=args.baseline, max_windows=args.max_windows,
-                      mirror=args.mirror)
+                      mirror=args.mirror, stability_frames=args.stability)
     result["command"] = "kinema eval " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["eval"] else None
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1))

@@ -88,8 +88,8 @@ def pick_models(args) -> tuple[Path, Path | None]:
 def cached_database(checkpoint: Path, cache: Path, data: str | None = None):
     """The checkpoint's database: from ``cache`` when its fingerprint matches, else rebuilt
     from the checkpoint's training config (``data`` replaces a ``shared:`` data root)."""
-    from kinema.control.retrieval.database import Database
     from kinema.control.retrieval.training import build_databases
+    from kinema.matching.database import Database
     from kinema.nn.checkpoint import read_metadata
 
     meta = read_metadata(checkpoint)
@@ -136,16 +136,16 @@ def adjust_root(ctl, position: np.ndarray, direction: np.ndarray, dt: float) -> 
 
 def pose_to_world(pose: np.ndarray, num_joints: int, root_position, root_direction
                   ) -> tuple[np.ndarray, np.ndarray]:
-    """World (rotations (J, 4) w,x,y,z, positions (J, 3) metres) of a retrieval pose vector
-    (P,) (root-space layout of :mod:`kinema.control.retrieval.database`) placed at the root
-    ``root_position`` (3,) facing the floor direction ``root_direction`` (3,)."""
-    from kinema.control.retrieval.database import pose_layout
+    """World (rotations (J, 4) w,x,y,z, positions (J, 3) metres) of a database pose vector
+    (P,) (root-space layout of :func:`kinema.matching.database.pose_layout`) placed at the
+    root ``root_position`` (3,) facing the floor direction ``root_direction`` (3,)."""
     from kinema.maths import quat
+    from kinema.matching.database import pose_layout
 
-    layout = pose_layout(num_joints)
-    a, b = layout["rotations"]
+    layout = {name: (a, b) for name, a, b in pose_layout(num_joints)}
+    a, b = layout["joint_rotations_6d"]
     local = quat.from_6d(np.asarray(pose[a:b], np.float64).reshape(-1, 6))
-    a, b = layout["positions"]
+    a, b = layout["joint_positions"]
     d = np.asarray(root_direction, np.float64)
     yaw = np.arctan2(d[0], d[2])
     ry = np.array([np.cos(yaw / 2), 0.0, np.sin(yaw / 2), 0.0])
@@ -431,7 +431,7 @@ class Locomotion:
         out.update(trajectory_error_m=float(dist.mean()), trajectory_error_max_m=float(dist.max()),
                    simulation_travelled_m=float(np.linalg.norm(np.diff(sp[:, [0, 2]], axis=0), axis=1).sum()))
         db = self.ctl.db
-        toes = joints[:, [db.joints["left_toe"], db.joints["right_toe"]]]
+        toes = joints[:, [db.roles["left_toe"], db.roles["right_toe"]]]
         speed = np.linalg.norm(np.diff(toes[..., [0, 2]], axis=0), axis=-1) * 60.0 * 100.0
         low = toes[1:, :, 1] < floor
         out["foot_skate_cm_s"] = float(speed[low].mean()) if low.any() else 0.0
@@ -525,7 +525,7 @@ def load_styles(args) -> tuple[StyleDriver | None, list[str]]:
 
 def run(args: argparse.Namespace) -> int:
     from kinema.control.retrieval.controller import MODES, RetrievalController
-    from kinema.control.retrieval.evaluate import _positions
+    from kinema.control.retrieval.evaluate import joint_positions
 
     checkpoint, baseline = pick_models(args)
     db = cached_database(checkpoint, args.cache, args.data)
@@ -544,7 +544,8 @@ def run(args: argparse.Namespace) -> int:
         app.run(args.frames)
         return 0
     frames = args.frames or 720
-    floor = float(np.percentile(_positions(db.poses, db.num_joints)[:, [db.joints["left_toe"], db.joints["right_toe"]], 1], 5)) + 0.025
+    toes = [db.roles["left_toe"], db.roles["right_toe"]]
+    floor = float(np.percentile(joint_positions(db, db.pose)[:, toes, 1], 5)) + 0.025
     styles, schedule = load_styles(args) if args.controller == "styles" else (None, [])
     modes = MODES if args.controller == "all" else (args.controller,)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -60,9 +60,15 @@ class DatabaseConfig:
 
     @classmethod
     def preset(cls, name: str) -> "DatabaseConfig":
-        """``"lafan1"`` or ``"bandai"``."""
+        """``"lafan1"``, ``"bandai"`` or ``"games105"`` (the bundled GAMES-105 sample)."""
         if name == "lafan1":
             return cls(name="lafan1")
+        if name == "games105":
+            return cls(name="games105", left_foot="lAnkle", right_foot="rAnkle", left_toe="lToeJoint",
+                       right_toe="rToeJoint", hips="RootJoint",
+                       root=RootConfig(position_joint="RootJoint", facing="lines", left_hip="lHip", right_hip="rHip",
+                                       left_shoulder="lShoulder", right_shoulder="rShoulder", smoothing="savgol",
+                                       window=31, order=3))
         if name == "bandai":
             return cls(name="bandai", left_foot="Foot_L", right_foot="Foot_R", left_toe="Toes_L",
                        right_toe="Toes_R", hips="Hips", root=RootConfig.bandai())
@@ -127,4 +133,4 @@ class DatabaseConfig:
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
 
 
-PRESETS = ("lafan1", "bandai")
+PRESETS = ("lafan1", "bandai", "games105")

@@ -36,7 +36,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from kinema.errors import CheckpointError, KinemaError
+from kinema.errors import CheckpointError, KinemaError, SkeletonError
 from kinema.features.contacts import contacts as contact_labels
 from kinema.features.root import (compute_root, finite_difference, rotations_to_root_space, to_root_space,
                                   vectors_to_root_space)
@@ -221,9 +221,67 @@ class Database:
     def pose_layout(self) -> list[tuple[str, int, int]]:
         return pose_layout(len(self.joint_names))
 
+    @property
+    def num_joints(self) -> int:
+        return len(self.joint_names)
+
+    def skeleton_matches(self, other: "Database") -> bool:
+        """Same joint names, order and hierarchy as ``other`` (rows are comparable)."""
+        return self.joint_names == other.joint_names and np.array_equal(self.parents, other.parents)
+
     def clip_of(self, rows: np.ndarray | int) -> np.ndarray:
         """Clip index of each row."""
         return np.searchsorted(self.ranges[:, 1], rows, side="right")
+
+    def successor(self, rows: np.ndarray | int, steps: np.ndarray | int = 1) -> np.ndarray:
+        """Row ``rows + steps`` clamped to the last row of each row's clip (playback)."""
+        rows = np.asarray(rows)
+        return np.minimum(rows + steps, self.ranges[self.clip_of(rows), 1] - 1)
+
+    @property
+    def twins(self) -> np.ndarray:
+        """(C,) the mirror twin of each clip (a mirror follows its original; without
+        mirroring every clip is its own twin)."""
+        ids = np.arange(len(self.clip_names))
+        if not self.mirror:
+            return ids
+        return np.where(self.clip_mirrored, ids - 1, ids + 1)
+
+    def clip_ids(self, names: Sequence[str]) -> np.ndarray:
+        """Sorted ids of the clips named ``names`` (with or without ``_mirror``) and their twins."""
+        wanted = {n.removesuffix("_mirror") for n in names}
+        ids = np.array([i for i, n in enumerate(self.clip_names) if n.removesuffix("_mirror") in wanted], np.int64)
+        return np.unique(np.concatenate([ids, self.twins[ids]])) if len(ids) else ids
+
+    @property
+    def roles(self) -> dict[str, int]:
+        """Joint indices of the config's roles (``left_foot`` ... ``hips``)."""
+        c = self.config
+        names = {"left_foot": c.left_foot, "right_foot": c.right_foot, "left_toe": c.left_toe,
+                 "right_toe": c.right_toe, "hips": c.hips}
+        return {role: self.joint_names.index(n) for role, n in names.items()}
+
+    @property
+    def trajectory(self) -> np.ndarray:
+        """(N, 4 T) raw trajectory features of every row: future root positions (x, z) then
+        facing directions (x, z) at ``config.trajectory_frames`` in the row's root space
+        (the joystick request of a controller)."""
+        start = dict((g[0], g[1]) for g in self.feature_layout)["trajectory_position"]
+        return self.raw_features[:, start:]
+
+    def features_from_pose(self, pose: np.ndarray, trajectory: np.ndarray) -> np.ndarray:
+        """Raw matching features (..., D) of pose vectors (..., P) and trajectory requests
+        (..., 4 T), computed exactly as the rows' (the runtime query of a controller whose
+        current pose is not a database row)."""
+        lay = dict((name, (a, b)) for name, a, b in self.pose_layout)
+        j = self.num_joints
+        lead = pose.shape[:-1]
+        pos = pose[..., lay["joint_positions"][0]:lay["joint_positions"][1]].reshape(*lead, j, 3)
+        vel = pose[..., lay["joint_velocities"][0]:lay["joint_velocities"][1]].reshape(*lead, j, 3)
+        r = self.roles
+        feet = [r["left_foot"], r["right_foot"]]
+        return np.concatenate([pos[..., feet, :].reshape(*lead, 6), vel[..., feet, :].reshape(*lead, 6),
+                               vel[..., r["hips"], :], trajectory], -1).astype(np.float32)
 
     # -- features and search -------------------------------------------------------------
     def normalize(self, raw: np.ndarray) -> np.ndarray:
@@ -292,6 +350,7 @@ class Database:
         arrays["metadata"] = np.frombuffer(json.dumps(meta).encode("utf-8"), np.uint8)
         buf = io.BytesIO()
         np.savez(buf, **arrays)
+        path.parent.mkdir(parents=True, exist_ok=True)
         write_bytes(path, buf.getvalue())
         return path
 
@@ -375,6 +434,11 @@ def build_database(sources: Iterable[Source | object], config: DatabaseConfig | 
     parts, names, mirrored = [], [], []
     for s in tqdm(srcs, desc="database", unit="clip", disable=not progress):
         m = s.motion
+        if not first.same_topology(m.skeleton) and sorted(m.joint_names) == sorted(first.names):
+            try:  # the same skeleton with its joints listed in another order
+                m = m.reorder(first.names)
+            except SkeletonError:
+                pass
         if not first.same_topology(m.skeleton):
             raise KinemaError(f"clip {s.name!r}: its skeleton differs from {srcs[0].name!r} "
                               "(a database holds one skeleton)")
@@ -405,19 +469,21 @@ def build_database(sources: Iterable[Source | object], config: DatabaseConfig | 
 
 
 def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
-    """Files from ``paths`` (folders searched recursively for supported motion files),
-    sorted within each folder; raises FileNotFoundError naming a missing path."""
+    """Files from ``paths`` (folders searched recursively for supported motion files), once
+    each, in one canonical order (sorted by path, so a shell glob, a folder and a list of the
+    same files build the same database and fingerprint); raises FileNotFoundError naming a
+    missing path."""
     from kinema.io import FORMATS
     out: list[Path] = []
     for p in paths:
         p = Path(p)
         if p.is_dir():
-            out.extend(sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in FORMATS))
+            out.extend(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in FORMATS)
         elif p.exists():
             out.append(p)
         else:
             raise FileNotFoundError(f"no such file or folder: {p}")
-    return out
+    return sorted(set(out))
 
 
 def build_from_paths(paths: Iterable[str | Path], config: DatabaseConfig | str | Path | None = None,

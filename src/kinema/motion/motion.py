@@ -169,6 +169,20 @@ class Motion:
         pos = pos[i0] * (1 - a)[:, None, None] + pos[i1] * a[:, None, None]
         return Motion(self.skeleton, fps, quat.normalize(rot), pos, self.name, dict(self.metadata))
 
+    def reorder(self, names: Sequence[str]) -> "Motion":
+        """The same motion with its joints listed in the order ``names`` (a permutation of
+        :attr:`joint_names` in which every parent still precedes its children): files of
+        one skeleton sometimes list the joints in different orders."""
+        names = [str(n) for n in names]
+        if sorted(names) != sorted(self.joint_names):
+            raise SkeletonError(f"{self.name!r}: reorder needs a permutation of its joint names")
+        perm = np.array([self.skeleton.index(n) for n in names], np.int64)
+        where = {n: i for i, n in enumerate(names)}
+        parents = [where[self.joint_names[p]] if p >= 0 else -1 for p in self.parents[perm]]
+        skeleton = Skeleton(names, np.asarray(parents, np.int64), self.skeleton.offsets[perm])
+        return Motion(skeleton, self.fps, self.rotations[:, perm], self.positions[:, perm], self.name,
+                      dict(self.metadata))
+
     def mirror(self, axis: int = 0, mapping: np.ndarray | None = None) -> "Motion":
         """The mirror image across the plane normal to ``axis`` (default x: the YZ plane).
 

@@ -45,7 +45,9 @@ def model_card(meta: dict, result: dict | None, path: str = "") -> str:
                      ("pose width", db.get("pose_width")), ("frame time (s)", db.get("frame_time")),
                      ("clips", len(db.get("clips", []))), ("clip names", db.get("clips")),
                      ("validation clips (held out)", meta.get("validation_clips")),
-                     ("joints", len(db.get("joints", []))), ("build config", json.dumps(db.get("config")))],
+                     ("joints", len(db.get("joints", []))), ("mirrored clips", db.get("mirror")),
+                     ("build config", json.dumps(db.get("config"))),
+                     ("rebuild it", f"`{db['build_command']}`" if db.get("build_command") else None)],
                     ("field", "value"))
     lines += ["", "## Architecture", ""]
     ret = meta.get("retrieval", {})
@@ -85,6 +87,23 @@ def model_card(meta: dict, result: dict | None, path: str = "") -> str:
                          for r in ("teacher_forced", "free_running")], ("regime", "retrieval gain"))
         for r in ("teacher_forced", "free_running"):
             lines += ["", f"### {r.replace('_', ' ')}", ""] + _metrics_table(result[r])
+        h = result["free_running"].get("horizons")
+        if h:
+            lines += ["", "### Free-running joint error by horizon", "",
+                      "Character-space joint error (cm) averaged over the first N frames; in brackets the 95% "
+                      "paired bootstrap interval of (other - this model): above 0 means this model is better.", ""]
+            lines += ["| | " + " | ".join(f"{n} frames" for n in h["frames"]) + " |", "|---|" + "---|" * len(h["frames"])]
+            for name, vals in h["joint_error_cm"].items():
+                ci = h["other_minus_model_ci95"].get(name)
+                label = "this model (retrieved)" if name == "with" else (
+                    "null candidates (same model)" if name == "without" else name.replace("_", " "))
+                cells = [f"{v:.2f}" + ("" if ci is None else f" [{ci[i][0]:+.2f}, {ci[i][1]:+.2f}]")
+                         for i, v in enumerate(vals)]
+                lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        st = result.get("stability")
+        if st and st.get("windows"):
+            lines += ["", "### Stability", ""]
+            lines += _table([(k.replace("_", " "), v) for k, v in st.items()], ("long free-running rollouts", "value"))
     lines += ["", "## Provenance", ""]
     lines += _table([("checkpoint format", meta.get("format")), ("versions", json.dumps(meta.get("versions"))),
                      ("data", json.dumps(cfg.get("data", {}).get("clips"))),

@@ -20,10 +20,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from kinema.control.retrieval.database import Database, pose_layout
-from kinema.control.retrieval.rollout import CandidateStream, integrate_root, query
+from kinema.control.retrieval.evaluate import joint_positions
+from kinema.control.retrieval.rollout import CandidateStream, integrate_root, query, root_motion, yaw_apply
 from kinema.control.retrieval.sequences import PoseNormaliser, Retriever
 from kinema.errors import KinemaError
+from kinema.matching.database import Database
 from kinema.nn.checkpoint import load_checkpoint
 
 MODES = ("retrieval", "no_retrieval", "matching")
@@ -54,13 +55,12 @@ class RetrievalController:
         rc = meta.get("retrieval", {})
         self.retriever = Retriever(db, self.norm, k=rc.get("k", 4), top=rc.get("top", 16), tau=0.0,
                                    refresh=rc.get("refresh", 6))
-        self.layout = pose_layout(db.num_joints)
         self.mode = mode
         self.reset(start_row)
 
     def reset(self, row: int = 0, position=(0.0, 0.0, 0.0), direction=(0.0, 0.0, 1.0)) -> None:
         """Put the character in database row ``row``'s pose at a root on the floor."""
-        self.pose = self.db.poses[row].copy()
+        self.pose = self.db.pose[row].copy()
         self.root_pos = np.array([position], np.float32)
         self.root_dir = np.array([direction], np.float32)
         self.state = self.model.initial_state(1)
@@ -93,8 +93,8 @@ class RetrievalController:
                 self.played, self.since = int(idx[0, 0]), 0
             self.since += 1
             row = int(self.db.successor(np.array([self.played]), self.since)[0])
-            new = self.db.poses[row].copy()
-            self.contacts = self.db.contacts[row].copy()
+            new = self.db.pose[row].copy()
+            self.contacts = self.db.contacts[row].astype(np.float32)
         else:
             o = bout if (self.mode == "no_retrieval" and self.base is not None) else out
             new = self.norm.denormalise(o["pose"].numpy())[0]
@@ -102,18 +102,14 @@ class RetrievalController:
         if not np.all(np.isfinite(new)):
             raise KinemaError(f"the {self.mode} controller produced a non-finite pose at frame {self.frame}")
         self.pose = new
-        self.root_pos, self.root_dir = integrate_root(self.root_pos, self.root_dir, new[None, :3])
+        self.root_pos, self.root_dir = integrate_root(self.root_pos, self.root_dir, root_motion(self.db, new[None]),
+                                                      self.db.fps)
         self.frame += 1
         return new
 
     def joint_positions(self) -> np.ndarray:
         """World joint positions (J, 3) of the current pose."""
-        a, b = self.layout["positions"]
-        local = self.pose[a:b].reshape(-1, 3)
-        d = self.root_dir[0]
-        s, c = d[0], d[2]
-        world = np.stack([c * local[:, 0] + s * local[:, 2], local[:, 1], c * local[:, 2] - s * local[:, 0]], -1)
-        return world + self.root_pos[0]
+        return yaw_apply(self.root_dir[0], joint_positions(self.db, self.pose)) + self.root_pos[0]
 
     @property
     def root(self) -> tuple[np.ndarray, np.ndarray]:

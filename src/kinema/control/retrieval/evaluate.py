@@ -15,7 +15,9 @@ a 95% percentile-bootstrap interval over windows. Metrics: character-space joint
 error (cm), foot skating (horizontal toe speed while the toe is within 2.5 cm of the
 floor, cm/s), root position (m) and heading (degrees) error against the clip's root, NPSS
 of the root-space joint rotations (6D) over 60-frame chunks, divergence rate (share of
-windows whose per-frame joint error exceeds 20 cm). Baselines: copying the previous pose, the nearest
+windows whose per-frame joint error exceeds 20 cm), the joint error over the first 15, 30, 60,
+120 and 300 frames with paired bootstrap intervals against every baseline, and optionally a
+stability run (20-s rollouts: finite, error not growing). Baselines: copying the previous pose, the nearest
 candidate's successor (search every frame), motion-matching playback (search every
 ``refresh`` frames, play successors; no inertialization), the same model fed random
 database rows as candidates (control), and optionally a model trained without retrieval.
@@ -28,14 +30,15 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from kinema.control.retrieval.database import FPS, Database, DatabaseConfig, build, pose_layout
-from kinema.control.retrieval.rollout import playback_rollout, rollout, teacher_forced_candidates
+from kinema.control.retrieval.rollout import playback_rollout, rollout, teacher_forced_candidates, yaw_apply
 from kinema.control.retrieval.sequences import PoseNormaliser, RandomRetriever, Retriever
 from kinema.errors import KinemaError
+from kinema.matching.database import Database
 from kinema.nn.checkpoint import load_checkpoint
 
 DIVERGED_CM = 20.0
 NPSS_WINDOW = 60
+HORIZONS = (15, 30, 60, 120, 300)   # frames at 60 Hz (NOTES.md 3.4)
 
 
 def bootstrap_ci(values: np.ndarray, n: int = 2000, seed: int = 0) -> list[float]:
@@ -69,14 +72,15 @@ def npss_windows(pred: np.ndarray, true: np.ndarray, window: int = NPSS_WINDOW) 
     return npss(p, t)
 
 
-def _positions(poses: np.ndarray, joints: int) -> np.ndarray:
-    a, b = pose_layout(joints)["positions"]
-    return poses[..., a:b].reshape(*poses.shape[:-1], joints, 3)
+def pose_slice(db: Database, name: str) -> slice:
+    """The columns of pose segment ``name`` (see :func:`kinema.matching.database.pose_layout`)."""
+    a, b = {n: (a, b) for n, a, b in db.pose_layout}[name]
+    return slice(a, b)
 
 
-def _yaw_apply(d: np.ndarray, v: np.ndarray) -> np.ndarray:
-    s, c = d[..., 0], d[..., 2]
-    return np.stack([c * v[..., 0] + s * v[..., 2], v[..., 1], c * v[..., 2] - s * v[..., 0]], -1)
+def joint_positions(db: Database, poses: np.ndarray) -> np.ndarray:
+    """Root-space joint positions (..., J, 3) of raw pose vectors (..., P)."""
+    return poses[..., pose_slice(db, "joint_positions")].reshape(*poses.shape[:-1], db.num_joints, 3)
 
 
 def window_metrics(pred: np.ndarray, true: np.ndarray, norm: PoseNormaliser, db: Database,
@@ -84,31 +88,64 @@ def window_metrics(pred: np.ndarray, true: np.ndarray, norm: PoseNormaliser, db:
     """Per-window metrics (each (W,)) of raw pose vectors (W, H, P) against the truth;
     ``roots`` = (pred pos, pred dir, true pos, true dir) (W, H, 3) for the free-running
     metrics."""
-    j = db.num_joints
     pn, tn = norm.normalise(pred), norm.normalise(true)
     out = {"loss": ((pn - tn) ** 2).mean((1, 2))}
-    err = np.linalg.norm(_positions(pred, j) - _positions(true, j), axis=-1) * 100.0    # (W, H, J) cm
+    err = np.linalg.norm(joint_positions(db, pred) - joint_positions(db, true), axis=-1) * 100.0   # (W, H, J) cm
     out["joint_error_cm"] = err.mean((1, 2))
+    out["_frame_joint_error_cm"] = err.mean(2)                                              # (W, H)
     out["joint_error_max_cm"] = err.mean(2).max(1)
     out["diverged_rate"] = (~(err.mean(2).max(1) <= DIVERGED_CM)).astype(np.float64)
-    a, b = pose_layout(j)["rotations"]
-    out["npss"] = np.array([npss_windows(pred[w, :, a:b], true[w, :, a:b]) for w in range(len(pred))])
+    rot = pose_slice(db, "joint_rotations_6d")
+    out["npss"] = np.array([npss_windows(pred[w, :, rot], true[w, :, rot]) for w in range(len(pred))])
     if roots is not None:
         rp, rd, tp, td = roots
         out["root_error_m"] = np.linalg.norm((rp - tp)[..., [0, 2]], axis=-1).mean(1)
         cosang = np.clip((rd * td).sum(-1), -1, 1)
         out["heading_error_deg"] = np.degrees(np.arccos(cosang)).mean(1)
-        toes = [db.joints["left_toe"], db.joints["right_toe"]]
-        local = _positions(pred, j)[:, :, toes]                                           # (W, H, 2, 3)
-        world = _yaw_apply(rd[:, :, None], local) + rp[:, :, None]
-        speed = np.linalg.norm(np.diff(world[..., [0, 2]], axis=1), axis=-1) * FPS * 100.0   # (W, H-1, 2)
+        toes = [db.roles["left_toe"], db.roles["right_toe"]]
+        local = joint_positions(db, pred)[:, :, toes]                                     # (W, H, 2, 3)
+        world = yaw_apply(rd[:, :, None], local) + rp[:, :, None]
+        speed = np.linalg.norm(np.diff(world[..., [0, 2]], axis=1), axis=-1) * db.fps * 100.0   # (W, H-1, 2)
         low = local[:, 1:, :, 1] < floor
         out["foot_skate_cm_s"] = np.array([speed[w][low[w]].mean() if low[w].any() else 0.0 for w in range(len(pred))])
     return out
 
 
 def _summary(metrics: dict[str, np.ndarray]) -> dict[str, float]:
-    return {k: float(np.nanmean(v)) for k, v in metrics.items()}
+    return {k: float(np.nanmean(v)) for k, v in metrics.items() if not k.startswith("_")}
+
+
+def horizon_table(with_m: dict, others: dict[str, dict], frames: int, seed: int = 0) -> dict:
+    """Joint error (cm) averaged over the first h frames for h in HORIZONS (<= ``frames``),
+    for the model (``with``) and each of ``others``; and, per other method, the 95% paired
+    bootstrap interval (over windows) of ``other - model`` (above 0: the model is better)."""
+    hs = [h for h in HORIZONS if h <= frames] or [frames]
+    err = {"with": with_m["_frame_joint_error_cm"], **{k: v["_frame_joint_error_cm"] for k, v in others.items()}}
+    table = {name: [float(e[:, :h].mean()) for h in hs] for name, e in err.items()}
+    diff = {name: [bootstrap_ci(e[:, :h].mean(1) - err["with"][:, :h].mean(1), seed=seed) for h in hs]
+            for name, e in err.items() if name != "with"}
+    return {"frames": hs, "joint_error_cm": table, "other_minus_model_ci95": diff}
+
+
+@torch.no_grad()
+def stability(model, retriever: Retriever, source: Database, db: Database, frames: int, context: int,
+              exclude: np.ndarray | None, windows: int = 4) -> dict:
+    """Long free-running rollouts (``frames`` frames, e.g. 1200 = 20 s) from up to
+    ``windows`` starts spread over the clips: whether every output is finite, the largest
+    per-frame joint error, and the mean joint error of the first and the last 300 frames
+    (no growth = no divergence). Empty when no clip is long enough."""
+    starts = _windows(source, context + frames + 1, 1)
+    if len(starts) == 0:
+        return {"frames": frames, "windows": 0}
+    starts = starts[np.linspace(0, len(starts) - 1, min(windows, len(starts))).astype(int)]
+    r = rollout(model, retriever, source, starts, context, frames, exclude=exclude)
+    pred = retriever.norm.denormalise(r.pose.numpy())
+    err = np.linalg.norm(joint_positions(db, pred) - joint_positions(db, source.pose[r.rows]), axis=-1).mean(-1) * 100
+    chunk = min(300, frames // 2)
+    return {"frames": frames, "windows": int(len(starts)), "finite": bool(np.isfinite(pred).all()),
+            "max_frame_joint_error_cm": float(err.max()), "first_joint_error_cm": float(err[:, :chunk].mean()),
+            "last_joint_error_cm": float(err[:, -chunk:].mean()), "chunk_frames": chunk,
+            "root_error_end_m": float(np.linalg.norm((r.root_pos[:, -1] - r.true_pos[:, -1])[:, [0, 2]], axis=-1).mean())}
 
 
 def _windows(source: Database, length: int, stride: int) -> np.ndarray:
@@ -122,7 +159,7 @@ def open_database(path: str | Path | None, meta: dict) -> Database:
     from kinema.control.retrieval.training import build_databases, load_config
 
     if path is not None and Path(path).suffix == ".npz":
-        return Database.load(path)
+        return Database.load(path)   # e.g. written by ``kinema db build``
     cfg = meta["config"] if path is None else load_config(path)
     return build_databases(cfg)[0]
 
@@ -143,7 +180,7 @@ def teacher_forced(model, retriever: Retriever, source: Database, starts: np.nda
     cands = None
     if use and getattr(model, "use_retrieval", False):
         cands = torch.as_tensor(teacher_forced_candidates(retriever, source, rows, exclude, None))
-    out, _ = model(torch.as_tensor(source.control[rows]), torch.as_tensor(norm.normalise(source.poses[rows])), cands)
+    out, _ = model(torch.as_tensor(source.trajectory[rows]), torch.as_tensor(norm.normalise(source.pose[rows])), cands)
     return norm.denormalise(out["pose"].numpy())
 
 
@@ -154,16 +191,16 @@ def _nearest_tf(retriever: Retriever, source: Database, rows: np.ndarray, exclud
     best = None
     for t in range(rows.shape[1]):
         if t % every == 0:
-            idx, _ = retriever.search(db.normalise(source.features[rows[:, t]]), exclude)
+            idx, _ = retriever.search(db.normalize(source.raw_features[rows[:, t]]), exclude)
             best, since = idx[:, 0], 0
         since += 1
-        out[:, t] = db.poses[db.successor(best, since)]
+        out[:, t] = db.pose[db.successor(best, since)]
     return out
 
 
 def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[str | Path], *, frames: int = 300,
              context: int = 32, stride: int = 120, baseline: str | Path | None = None, max_windows: int | None = None,
-             mirror: bool = False, seed: int = 0) -> dict:
+             mirror: bool = False, seed: int = 0, stability_frames: int = 0) -> dict:
     """Evaluate ``checkpoint`` on ``clips`` with retrieval from ``db`` (see module docstring).
 
     ``frames`` is shortened to what the longest clip allows (reported as ``frames``);
@@ -178,9 +215,10 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     retriever = Retriever(db, norm, k=rc.get("k", 4), top=rc.get("top", 16), tau=0.0, refresh=rc.get("refresh", 6))
     randomised = RandomRetriever(db, norm, k=retriever.k, top=retriever.top, tau=0.0, refresh=retriever.refresh,
                                  seed=seed)
-    cfg = dict(db.config)
-    cfg["mirror"] = mirror
-    source = build([Path(c) for c in clips], DatabaseConfig(**cfg), (db.joint_names, db.parents))
+    from kinema.control.retrieval.training import build_clips
+    source = build_clips([Path(c) for c in clips], db.config, mirror, like=db)
+    if not source.skeleton_matches(db):
+        raise KinemaError(f"the evaluation clips' skeleton differs from the database's {db.fingerprint}")
     longest = int((source.ranges[:, 1] - source.ranges[:, 0]).max())
     frames = max(8, min(frames, longest - context - 2))
     starts = _windows(source, context + frames + 1, stride)
@@ -190,7 +228,8 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
         starts = starts[:max_windows]
     own = db.clip_ids(source.clip_names)
     exclude = np.broadcast_to(own, (len(starts), len(own))) if len(own) else None
-    floor = float(np.percentile(_positions(db.poses, db.num_joints)[:, [db.joints["left_toe"], db.joints["right_toe"]], 1], 5)) + 0.025
+    toes = [db.roles["left_toe"], db.roles["right_toe"]]
+    floor = float(np.percentile(joint_positions(db, db.pose)[:, toes, 1], 5)) + 0.025
     base_model = None
     if baseline is not None:
         base_model, base_meta = load_checkpoint(baseline)
@@ -199,13 +238,13 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     # Teacher forced: the windows' predicted part (after the context) is scored.
     length = context + frames
     rows = starts[:, None] + np.arange(length)[None]
-    true_tf = source.poses[rows + 1][:, context:]
+    true_tf = source.pose[rows + 1][:, context:]
     sl = slice(context, None)
     tf = {}
     tf_with = window_metrics(teacher_forced(model, retriever, source, starts, length, exclude, True)[:, sl], true_tf, norm, db, floor)
     tf_without = window_metrics(teacher_forced(model, retriever, source, starts, length, exclude, False)[:, sl], true_tf, norm, db, floor)
     tf_base = {
-        "copy_previous": window_metrics(source.poses[rows][:, context:], true_tf, norm, db, floor),
+        "copy_previous": window_metrics(source.pose[rows][:, context:], true_tf, norm, db, floor),
         "nearest_candidate": window_metrics(_nearest_tf(retriever, source, rows, exclude, 1)[:, sl], true_tf, norm, db, floor),
         "motion_matching": window_metrics(_nearest_tf(retriever, source, rows, exclude, retriever.refresh)[:, sl], true_tf, norm, db, floor),
     }
@@ -222,17 +261,17 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
         with torch.no_grad():
             r = rollout(m, retr, source, starts, context, frames, retrieval=use, exclude=exclude)
         pred = norm.denormalise(r.pose.numpy())
-        return window_metrics(pred, source.poses[r.rows], norm, db, floor, (r.root_pos, r.root_dir, r.true_pos, r.true_dir))
+        return window_metrics(pred, source.pose[r.rows], norm, db, floor, (r.root_pos, r.root_dir, r.true_pos, r.true_dir))
 
     true_rows = (starts + context)[:, None] + np.arange(frames)[None]
-    truth = source.poses[true_rows]
+    truth = source.pose[true_rows]
     troots = (source.root_positions[true_rows], source.root_directions[true_rows])
 
     def play(every):
         p, rp, rd = playback_rollout(retriever, source, starts, context, frames, every, exclude)
         return window_metrics(p, truth, norm, db, floor, (rp, rd) + troots)
 
-    frozen = np.repeat(source.poses[starts + context - 1][:, None], frames, 1)
+    frozen = np.repeat(source.pose[starts + context - 1][:, None], frames, 1)
     fpos = np.repeat(source.root_positions[starts + context - 1][:, None], frames, 1)
     fdir = np.repeat(source.root_directions[starts + context - 1][:, None], frames, 1)
     fr_base = {"copy_previous": window_metrics(frozen, truth, norm, db, floor, (fpos, fdir) + troots),
@@ -241,10 +280,15 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
         fr_base["random_candidates"] = run(model, True, randomised)
     if base_model is not None:
         fr_base["no_retrieval_model"] = run(base_model, False)
-    fr = _regime(run(model, True), run(model, False), fr_base, seed)
-    return {"checkpoint": str(checkpoint), "database": db.fingerprint, "clips": [str(c) for c in clips],
-            "windows": int(len(starts)), "mirrored": mirror, "context": context, "frames": int(frames), "stride": stride,
-            "skate_height_m": floor, "teacher_forced": tf, "free_running": fr}
+    fr_with, fr_without = run(model, True), run(model, False)
+    fr = _regime(fr_with, fr_without, fr_base, seed)
+    fr["horizons"] = horizon_table(fr_with, {"without": fr_without, **fr_base}, frames, seed)
+    out = {"checkpoint": str(checkpoint), "database": db.fingerprint, "clips": [str(c) for c in clips],
+           "windows": int(len(starts)), "mirrored": mirror, "context": context, "frames": int(frames), "stride": stride,
+           "skate_height_m": floor, "teacher_forced": tf, "free_running": fr}
+    if stability_frames:
+        out["stability"] = stability(model, retriever, source, db, stability_frames, context, exclude)
+    return out
 
 
 def _regime(with_m: dict, without_m: dict, base: dict, seed: int) -> dict:

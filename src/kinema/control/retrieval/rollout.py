@@ -12,8 +12,10 @@ candidates from the ground-truth queries), then runs ``horizon`` frames with :me
   scheduled sampling); gradients flow through the fed-back predictions unless
   ``detach_every`` cuts them (truncated BPTT).
 
-``source`` is any :class:`~kinema.control.retrieval.database.Database` holding the clips
-the rollouts follow (the training database itself, or held-out clips built the same way).
+``source`` is any :class:`~kinema.matching.database.Database` holding the clips the
+rollouts follow (the training database itself, or held-out clips built with the same
+config). The root moves by the pose's own root velocity and turning rate (its last six
+numbers, :func:`kinema.matching.database.pose_layout`).
 """
 from __future__ import annotations
 
@@ -22,36 +24,59 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from kinema.control.retrieval.database import FPS, TRAJECTORY_OFFSETS, Database, features_from_poses, yaw_inverse
 from kinema.control.retrieval.sequences import Retriever
+from kinema.matching.database import Database
 from kinema.matching.search import Exclusion
+
+
+def yaw_inverse(directions: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """World vectors ``v`` (..., 3) in the yaw frame facing the floor ``directions`` (..., 3)."""
+    s, c = -directions[..., 0], directions[..., 2]
+    x, y, z = v[..., 0], v[..., 1], v[..., 2]
+    return np.stack([c * x + s * z, y, c * z - s * x], -1)
+
+
+def yaw_apply(directions: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Vectors ``v`` (..., 3) of the yaw frame facing ``directions`` (..., 3) in world axes."""
+    s, c = directions[..., 0], directions[..., 2]
+    return np.stack([c * v[..., 0] + s * v[..., 2], v[..., 1], c * v[..., 2] - s * v[..., 0]], -1)
+
+
+def root_motion(db: Database, poses: np.ndarray) -> np.ndarray:
+    """(B, 3) root velocity x, z (root space, m/s) and turning rate (rad/s) of raw pose
+    vectors (B, P) of ``db``'s layout."""
+    lay = {name: a for name, a, _ in db.pose_layout}
+    v, w = lay["root_velocity"], lay["root_angular_velocity"]
+    return np.stack([poses[:, v], poses[:, v + 2], poses[:, w + 1]], -1)
 
 
 def control_at(source: Database, rows: np.ndarray, root_pos: np.ndarray, root_dir: np.ndarray) -> np.ndarray:
     """Joystick (B, 12) of ``rows`` (B,): the clip's future root at +20/+40/+60 frames
     (clamped to the clip) relative to the given (predicted) roots (B, 3), (B, 3)."""
-    stop = source.ranges[source.clip_of_row[rows], 1] - 1
-    fut = np.minimum(rows[:, None] + np.asarray(TRAJECTORY_OFFSETS)[None], stop[:, None])
+    stop = source.ranges[source.clip_of(rows), 1] - 1
+    fut = np.minimum(rows[:, None] + np.asarray(source.config.trajectory_frames)[None], stop[:, None])
     tp = yaw_inverse(root_dir[:, None], source.root_positions[fut] - root_pos[:, None])
     td = yaw_inverse(root_dir[:, None], source.root_directions[fut])
     b = len(rows)
     return np.concatenate([tp[..., [0, 2]].reshape(b, 6), td[..., [0, 2]].reshape(b, 6)], -1).astype(np.float32)
 
 
-def integrate_root(root_pos: np.ndarray, root_dir: np.ndarray, motion: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Advance roots (B, 3), (B, 3) by one frame of root motion (B, 3) = (vx, vz, yaw rate)
-    in the current root frame (m/s, rad/s)."""
-    s, c = root_dir[:, 0], root_dir[:, 2]
-    dx, dz = motion[:, 0] / FPS, motion[:, 1] / FPS
+def integrate_root(root_pos: np.ndarray, root_dir: np.ndarray, motion: np.ndarray, fps: float
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Advance roots (B, 3), (B, 3) by one frame (1 / ``fps`` s) of root motion (B, 3) =
+    (vx, vz, yaw rate) given in the root frame of the frame reached (m/s, rad/s): turn
+    first, then move along the new facing."""
+    yaw = np.arctan2(root_dir[:, 0], root_dir[:, 2]) + motion[:, 2] / fps
+    s, c = np.sin(yaw), np.cos(yaw)
+    dx, dz = motion[:, 0] / fps, motion[:, 1] / fps
     pos = root_pos + np.stack([c * dx + s * dz, np.zeros_like(dx), c * dz - s * dx], -1)
-    yaw = np.arctan2(s, c) + motion[:, 2] / FPS
-    return pos.astype(np.float32), np.stack([np.sin(yaw), np.zeros_like(yaw), np.cos(yaw)], -1).astype(np.float32)
+    return pos.astype(np.float32), np.stack([s, np.zeros_like(yaw), c], -1).astype(np.float32)
 
 
 def query(retriever: Retriever, poses: np.ndarray, control: np.ndarray) -> np.ndarray:
-    """Normalised matching features (B, 27) of raw poses (B, P) and joysticks (B, 12)."""
+    """Normalised matching features (B, D) of raw poses (B, P) and joysticks (B, 4T)."""
     db = retriever.db
-    return db.normalise(features_from_poses(poses, control, db.joints, db.num_joints))
+    return db.normalize(db.features_from_pose(poses, control))
 
 
 @dataclass
@@ -108,7 +133,7 @@ def teacher_forced_candidates(retriever: Retriever, source: Database, rows: np.n
     out = []
     for t in range(length):
         if t % retriever.refresh == 0:
-            idx, cost = retriever.search(retriever.db.normalise(source.features[rows[:, t]]), exclude)
+            idx, cost = retriever.search(retriever.db.normalize(source.raw_features[rows[:, t]]), exclude)
             stream.rows, stream.cost = retriever.sample(idx, cost, rng)
             stream.since = 0
         else:
@@ -134,13 +159,14 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray, c
     t_ = lambda a: torch.as_tensor(a, device=device)  # noqa: E731
     b = len(starts)
     ctx_rows = starts[:, None] + np.arange(context)[None]
-    pose_n = norm.normalise(source.poses[ctx_rows])
+    pose_n = norm.normalise(source.pose[ctx_rows])
     cands = teacher_forced_candidates(retriever, source, ctx_rows, exclude, rng) if uses else None
-    out, state = model(t_(source.control[ctx_rows]), t_(pose_n), None if cands is None else t_(cands))
+    out, state = model(t_(source.trajectory[ctx_rows]), t_(pose_n), None if cands is None else t_(cands))
     prev = out["pose"][:, -1]
     last = ctx_rows[:, -1]
+    fps = source.fps
     root_pos, root_dir = integrate_root(source.root_positions[last], source.root_directions[last],
-                                        norm.denormalise(prev.detach().cpu().numpy())[:, :3])
+                                        root_motion(source, norm.denormalise(prev.detach().cpu().numpy())), fps)
     stream = CandidateStream(retriever, exclude, rng) if uses else None
     preds, logits, targets, tcont, rp, rd, tp, td, rows_out = [], [], [], [], [], [], [], [], []
     for h in range(horizon):
@@ -162,9 +188,10 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray, c
         prev = o["pose"]
         preds.append(prev)
         logits.append(o["contact_logits"])
-        targets.append(retriever.poses_n[rows + 1] if source is retriever.db else norm.normalise(source.poses[rows + 1]))
-        tcont.append(source.contacts[rows + 1])
-        root_pos, root_dir = integrate_root(root_pos, root_dir, norm.denormalise(prev.detach().cpu().numpy())[:, :3])
+        targets.append(retriever.poses_n[rows + 1] if source is retriever.db else norm.normalise(source.pose[rows + 1]))
+        tcont.append(source.contacts[rows + 1].astype(np.float32))
+        root_pos, root_dir = integrate_root(root_pos, root_dir,
+                                            root_motion(source, norm.denormalise(prev.detach().cpu().numpy())), fps)
         rp.append(root_pos)
         rd.append(root_dir)
         tp.append(source.root_positions[rows + 1])
@@ -182,7 +209,7 @@ def playback_rollout(retriever: Retriever, source: Database, starts: np.ndarray,
     Returns raw poses (B, H, P), root positions and directions (B, H, 3)."""
     db = retriever.db
     last = starts + context - 1
-    pose = source.poses[last]
+    pose = source.pose[last]
     root_pos, root_dir = source.root_positions[last].copy(), source.root_directions[last].copy()
     played = since = None
     poses, rps, rds = [], [], []
@@ -193,8 +220,8 @@ def playback_rollout(retriever: Retriever, source: Database, starts: np.ndarray,
                                Exclusion(clip_end=1, clips=exclude))
             played, since = idx[:, 0], 0
         since += 1
-        pose = db.poses[db.successor(played, since)]
-        root_pos, root_dir = integrate_root(root_pos, root_dir, pose[:, :3])
+        pose = db.pose[db.successor(played, since)]
+        root_pos, root_dir = integrate_root(root_pos, root_dir, root_motion(db, pose), db.fps)
         poses.append(pose)
         rps.append(root_pos)
         rds.append(root_dir)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kinema.control.retrieval.database import Database
+from kinema.matching.database import Database
 from kinema.matching.search import Exclusion
 
 
@@ -60,13 +60,14 @@ class Retriever:
     def __init__(self, db: Database, norm: PoseNormaliser, k: int = 4, top: int = 16, tau: float = 0.5,
                  refresh: int = 6):
         self.db, self.norm, self.k, self.top, self.tau, self.refresh = db, norm, k, max(top, k), tau, refresh
-        self.poses_n = norm.normalise(db.poses)
-        succ = db.successor(np.arange(db.num_rows))
-        self.delta_n = ((db.poses[succ] - db.poses) / norm.std).astype(np.float32)
+        self.poses_n = norm.normalise(db.pose)
+        succ = db.successor(np.arange(db.rows))
+        self.delta_n = ((db.pose[succ] - db.pose) / norm.std).astype(np.float32)
+        self.contacts = db.contacts.astype(np.float32)
 
     @property
     def width(self) -> int:
-        return 2 * self.db.pose_width + self.db.contacts.shape[1] + 1
+        return 2 * self.db.pose_width + self.contacts.shape[1] + 1
 
     def search(self, features_n: np.ndarray, exclude_clips: np.ndarray | None = None
                ) -> tuple[np.ndarray, np.ndarray]:
@@ -94,7 +95,7 @@ class Retriever:
 
     def payload(self, rows: np.ndarray, cost: np.ndarray) -> np.ndarray:
         """Candidate rows (...) with costs (...) -> payloads (..., 2 P + 3) float32."""
-        return np.concatenate([self.poses_n[rows], self.delta_n[rows], self.db.contacts[rows],
+        return np.concatenate([self.poses_n[rows], self.delta_n[rows], self.contacts[rows],
                                cost[..., None].astype(np.float32)], -1)
 
     def exclusions(self, clips: np.ndarray) -> np.ndarray:
@@ -126,9 +127,9 @@ class WindowSampler:
         self.clips = np.asarray([c for c in clips if self.db.ranges[c, 1] - self.db.ranges[c, 0] > length + 1])
         if len(self.clips) == 0:
             raise ValueError(f"no training clip is longer than {length + 1} frames")
-        self._top = np.full((self.db.num_rows, retriever.top), -1, np.int64)
-        self._cost = np.zeros((self.db.num_rows, retriever.top), np.float32)
-        self._done = np.zeros(self.db.num_rows, bool)
+        self._top = np.full((self.db.rows, retriever.top), -1, np.int64)
+        self._cost = np.zeros((self.db.rows, retriever.top), np.float32)
+        self._done = np.zeros(self.db.rows, bool)
         lengths = self.db.ranges[self.clips, 1] - self.db.ranges[self.clips, 0] - length
         self.weights = lengths / lengths.sum()
 
@@ -137,8 +138,8 @@ class WindowSampler:
         own clip and mirror twin excluded; searched on first use and kept."""
         todo = np.unique(rows[~self._done[rows]])
         if len(todo):
-            ex = self.r.exclusions(self.db.clip_of_row[todo])
-            self._top[todo], self._cost[todo] = self.r.search(self.db.normalised[todo], ex)
+            ex = self.r.exclusions(self.db.clip_of(todo))
+            self._top[todo], self._cost[todo] = self.r.search(self.db.features[todo], ex)
             self._done[todo] = True
         return self._top[rows], self._cost[rows]
 
@@ -153,7 +154,7 @@ class WindowSampler:
         phase = self.rng.integers(0, self.r.refresh, b)
         since = (np.arange(length)[None] + phase[:, None]) % self.r.refresh             # (B, L)
         searched = rows - since
-        searched = np.maximum(searched, self.db.ranges[self.db.clip_of_row[rows[:, :1]], 0])
+        searched = np.maximum(searched, self.db.ranges[self.db.clip_of(rows[:, :1]), 0])
         since = rows - searched
         top, top_cost = self.top_rows(searched.reshape(-1))
         idx, cost = self.r.sample(top, top_cost, self.rng)
@@ -170,8 +171,8 @@ class WindowSampler:
         starts = self.starts(batch)
         rows = starts[:, None] + np.arange(self.length + 1)[None]
         pose_n = self.r.poses_n[rows]
-        return Batch(control=self.db.control[rows[:, :-1]], pose=pose_n[:, :-1], target=pose_n[:, 1:],
-                     contacts=self.db.contacts[rows[:, 1:]], candidates=self.candidates_for(rows[:, :-1]),
+        return Batch(control=self.db.trajectory[rows[:, :-1]], pose=pose_n[:, :-1], target=pose_n[:, 1:],
+                     contacts=self.r.contacts[rows[:, 1:]], candidates=self.candidates_for(rows[:, :-1]),
                      rows=rows)
 
 
@@ -186,6 +187,6 @@ class RandomRetriever(Retriever):
 
     def search(self, features_n: np.ndarray, exclude_clips: np.ndarray | None = None
                ) -> tuple[np.ndarray, np.ndarray]:
-        idx = self.rng.integers(0, self.db.num_rows, (len(features_n), self.top))
-        cost = ((self.db.normalised[idx] - features_n[:, None]) ** 2).sum(-1).astype(np.float32)
+        idx = self.rng.integers(0, self.db.rows, (len(features_n), self.top))
+        cost = ((self.db.features[idx] - features_n[:, None]) ** 2).sum(-1).astype(np.float32)
         return idx, cost

@@ -13,8 +13,14 @@ Stages (one set of weights):
    (``detach_every``), candidate dropout kept.
 
 Config (TOML or JSON): sections ``data`` (``clips``: globs, ``sample:``/``shared:``
-prefixes resolve through :mod:`kinema.data`; ``validation``: clip names held out),
-``model`` (RetrievalMamba arguments), ``retrieval`` (top, tau, refresh), ``train``
+prefixes resolve through :mod:`kinema.data`; ``validation``: clip names held out;
+``database``: a :class:`kinema.matching.config.DatabaseConfig` preset name or dict, default
+``"lafan1"``; ``mirror``: add mirrored clips, default true). The retrieval database is
+:func:`kinema.matching.database.build_database` of the training clips, so
+``kinema db build TRAINING_CLIPS --config PRESET --mirror`` rebuilds it with the same
+fingerprint (the checkpoint's metadata holds the exact command).
+``model`` (RetrievalMamba arguments), ``retrieval`` (top, tau, refresh; ``random = true``
+trains on uniformly random rows: the control of the ablations), ``train``
 (see :class:`TrainSettings`) and ``out`` (checkpoint path).
 """
 from __future__ import annotations
@@ -31,10 +37,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from kinema.control.retrieval.database import Database, DatabaseConfig, build
 from kinema.control.retrieval.rollout import rollout, teacher_forced_candidates
-from kinema.control.retrieval.sequences import PoseNormaliser, Retriever, WindowSampler
+from kinema.control.retrieval.sequences import PoseNormaliser, RandomRetriever, Retriever, WindowSampler
 from kinema.errors import KinemaError
+from kinema.matching.config import DatabaseConfig
+from kinema.matching.database import Database, build_database, expand_paths, source_from_file
 from kinema.nn.checkpoint import save_checkpoint
 from kinema.nn.retrieval import RetrievalMamba
 
@@ -114,8 +121,14 @@ def settings(cfg: dict) -> TrainSettings:
     return TrainSettings(**raw)
 
 
-def build_databases(cfg: dict) -> tuple[Database, Database]:
-    """(training database = retrieval database, validation clips) from the config."""
+def database_config(cfg: dict) -> DatabaseConfig:
+    """The :class:`DatabaseConfig` of a training config's ``data.database`` (preset or dict)."""
+    spec = cfg["data"].get("database", "lafan1")
+    return DatabaseConfig.from_dict(spec, "data.database") if isinstance(spec, dict) else DatabaseConfig.resolve(spec)
+
+
+def split_clips(cfg: dict) -> tuple[list[Path], list[Path]]:
+    """(training clips, validation clips) of a config, split by clip name."""
     data = cfg["data"]
     paths = resolve_clips(data["clips"], Path(data.get("base", ".")))
     held = set(data.get("validation", []))
@@ -123,16 +136,56 @@ def build_databases(cfg: dict) -> tuple[Database, Database]:
     val = [p for p in paths if p.stem in held]
     if not train or not val:
         raise KinemaError(f"the split by clip needs training and validation clips (validation={sorted(held)})")
-    dbc = DatabaseConfig(**data.get("database", {}))
-    db = build(train, dbc)
-    return db, build(val, dbc, (db.joint_names, db.parents))
+    return train, val
+
+
+def build_clips(paths: list[Path], config: DatabaseConfig, mirror: bool, progress: bool = False,
+                like: Database | None = None) -> Database:
+    """A :class:`Database` of motion files, as ``kinema db build`` builds it (the files in
+    :func:`~kinema.matching.database.expand_paths` order, their bytes in the fingerprint);
+    ``like``: list the joints in that database's order (for held-out clips)."""
+    sources = [source_from_file(p) for p in expand_paths(paths)]
+    if like is not None:
+        for s in sources:
+            if s.motion.joint_names != like.joint_names:
+                s.motion = s.motion.reorder(like.joint_names)
+    return build_database(sources, config, mirror=mirror, progress=progress)
+
+
+def build_databases(cfg: dict) -> tuple[Database, Database]:
+    """(training database = retrieval database, validation clips without mirrors)."""
+    train, val = split_clips(cfg)
+    config = database_config(cfg)
+    db = build_clips(train, config, bool(cfg["data"].get("mirror", True)), progress=len(train) > 8)
+    return db, build_clips(val, config, False, like=db)
+
+
+def db_build_command(cfg: dict) -> str:
+    """The ``kinema db build`` command that rebuilds the training database of ``cfg`` (its clip
+    patterns relative to the working directory, the validation clips excluded)."""
+    import os
+
+    from kinema.data import sample_root, shared_root
+
+    data = cfg["data"]
+    pats = []
+    for pat in data["clips"]:
+        for prefix, root in (("sample:", sample_root), ("shared:", shared_root)):
+            if pat.startswith(prefix):
+                pat = str(Path(root() or prefix) / pat[len(prefix):])
+        path = Path(pat) if Path(pat).is_absolute() else Path(data.get("base", ".")) / pat
+        pats.append(os.path.relpath(path, Path.cwd()))
+    spec = data.get("database", "lafan1")
+    exclude = " --exclude " + " ".join(sorted(data["validation"])) if data.get("validation") else ""
+    return (f"kinema db build {' '.join(pats)}{exclude} --config {spec if isinstance(spec, str) else 'CONFIG.json'}"
+            + (" --mirror" if data.get("mirror", True) else "") + " -o DB.npz")
 
 
 def make_model(cfg: dict, db: Database, retriever: Retriever) -> RetrievalMamba:
     """A RetrievalMamba sized for ``db`` with its normalisation buffers set."""
     m = dict(cfg.get("model", {}))
     model = RetrievalMamba(pose_dim=db.pose_width, control_dim=12, contact_dim=2, k=retriever.k, **m)
-    c = db.control
+    c = db.trajectory
     pose_dim = db.pose_width
     n_in = model.backbone.input_norm.dim
     mean, std = np.zeros(n_in, np.float32), np.ones(n_in, np.float32)
@@ -145,8 +198,8 @@ def make_model(cfg: dict, db: Database, retriever: Retriever) -> RetrievalMamba:
     out_std[:pose_dim] = np.maximum(delta[ok].std(0), 1e-3)
     model.backbone.output_norm.set(np.zeros(pose_dim + 2, np.float32), out_std)
     if model.use_retrieval:
-        rows = np.random.default_rng(0).integers(0, db.num_rows, (min(4096, db.num_rows), retriever.k))
-        idx, cost = retriever.search(db.normalised[rows[:, 0]])
+        rows = np.random.default_rng(0).integers(0, db.rows, (min(4096, db.rows), retriever.k))
+        idx, cost = retriever.search(db.features[rows[:, 0]])
         payload = retriever.payload(idx[:, :retriever.k], cost[:, :retriever.k])
         model.candidate_norm.fit(torch.as_tensor(payload), eps=1e-2)
     return model
@@ -201,7 +254,7 @@ def rollout_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSetting
                  rng: np.random.Generator, detach_every: int | None) -> torch.Tensor:
     db = retriever.db
     starts = rollout_starts(db, clips, s.context + horizon + 1, s.batch, rng)
-    ex = retriever.exclusions(db.clip_of_row[starts])
+    ex = retriever.exclusions(db.clip_of(starts))
     r = rollout(model, retriever, db, starts, s.context, horizon, exclude=ex, rng=rng, student=student,
                 dropout=(s.drop_all, s.drop_each), detach_every=detach_every)
     return pose_loss(r.pose, r.target, r.contact_logits, r.target_contacts, s.contact_weight)
@@ -218,8 +271,8 @@ def validate(model, retriever: Retriever, val: Database, s: TrainSettings) -> di
     rows = starts[:, None] + np.arange(length + 1)[None]
     norm = retriever.norm
     dev = _device(model)
-    pose = torch.as_tensor(norm.normalise(val.poses[rows]), device=dev)
-    ctrl = torch.as_tensor(val.control[rows[:, :-1]], device=dev)
+    pose = torch.as_tensor(norm.normalise(val.pose[rows]), device=dev)
+    ctrl = torch.as_tensor(val.trajectory[rows[:, :-1]], device=dev)
     variants = [("with", True), ("without", False)] if model.use_retrieval else [("without", False)]
     for name, use in variants:
         cands = torch.as_tensor(teacher_forced_candidates(retriever, val, rows[:, :-1], None, None),
@@ -240,10 +293,12 @@ def train(cfg: dict, out: str | Path | None = None, log=print) -> tuple[Path, di
     rng = np.random.default_rng(s.seed)
     t0 = time.time()
     db, val = build_databases(cfg)
-    norm = PoseNormaliser.fit(db.poses)
+    norm = PoseNormaliser.fit(db.pose)
     rc = cfg.get("retrieval", {})
-    retriever = Retriever(db, norm, k=cfg.get("model", {}).get("k", 4), top=rc.get("top", 16),
-                          tau=rc.get("tau", 0.5), refresh=rc.get("refresh", 6))
+    # retrieval.random = true: uniformly random rows instead of the nearest (the ablation control)
+    kind = RandomRetriever if rc.get("random", False) else Retriever
+    retriever = kind(db, norm, k=cfg.get("model", {}).get("k", 4), top=rc.get("top", 16),
+                     tau=rc.get("tau", 0.5), refresh=rc.get("refresh", 6))
     model_cfg = {k: v for k, v in cfg.get("model", {}).items() if k != "k"}
     model = make_model({"model": model_cfg}, db, retriever).to(s.device)
     train_clips = np.arange(len(db.ranges))
@@ -297,9 +352,11 @@ def train(cfg: dict, out: str | Path | None = None, log=print) -> tuple[Path, di
                           "feature_scale": db.feature_scale.tolist()},
         "loss_weights": {"pose_mse": 1.0, "contact_bce": s.contact_weight},
         "fingerprint": db.fingerprint,
-        "database": {"fingerprint": db.fingerprint, "rows": db.num_rows, "pose_width": db.pose_width,
+        "database": {"fingerprint": db.fingerprint, "rows": db.rows, "pose_width": db.pose_width,
                      "frame_time": db.frame_time, "clips": db.clip_names, "joints": db.joint_names,
-                     "roles": db.joints, "config": db.config},
+                     "roles": db.roles, "config": db.config.to_dict(), "mirror": db.mirror,
+                     "sources": db.sources, "pose_layout": [list(g) for g in db.pose_layout],
+                     "build_command": db_build_command(cfg)},
         "validation_clips": sorted(set(n.removesuffix("_mirror") for n in val.clip_names)),
         "retrieval": {"k": retriever.k, "top": retriever.top, "tau": retriever.tau, "refresh": retriever.refresh},
         "history": {"epochs": history, "first": history[0], "best": best_rec, "last": history[-1]},
