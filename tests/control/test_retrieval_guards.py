@@ -127,3 +127,26 @@ def test_card_values_come_from_metadata_and_evaluation(trained, result, tmp_path
     best = meta["history"]["best"]
     assert f"| best | {best['epoch']} | {best['step']} |" in card
     assert f"{result['free_running']['gain']:+.4f}" in card and f"{result['teacher_forced']['gain']:+.4f}" in card
+
+
+def test_interrupted_training_resumes_to_the_same_weights(trained, tmp_path):
+    """An interrupted run continued with resume=True ends with the weights of the
+    uninterrupted run; the partial state file is removed at the end."""
+    from kinema.control.retrieval.training import partial_path
+
+    path, meta, _, _ = trained
+    cfg = load_config(CONFIG)
+    out = tmp_path / "resumed.safetensors"
+    part, nothing = train(cfg, out, log=lambda *_: None, stop_after=9)
+    assert part == partial_path(out) and part.is_file() and nothing == {} and not out.exists()
+    done, _ = train(cfg, out, log=lambda *_: None, resume=True)
+    assert done == out and not part.exists()
+    a, _ = load_checkpoint(path)
+    b, _ = load_checkpoint(out)
+    for (name, x), y in zip(a.state_dict().items(), b.state_dict().values()):
+        assert torch.equal(x, y), name
+    # a partial run of another config is refused
+    train(cfg, out, log=lambda *_: None, stop_after=9)
+    cfg["train"]["lr"] = 1e-4
+    with pytest.raises(KinemaError, match="another config"):
+        train(cfg, out, log=lambda *_: None, resume=True)

@@ -284,9 +284,39 @@ def validate(model, retriever: Retriever, val: Database, s: TrainSettings) -> di
     return out
 
 
-def train(cfg: dict, out: str | Path | None = None, log=print) -> tuple[Path, dict]:
+def partial_path(out: Path) -> Path:
+    """Where an unfinished run of ``out`` keeps its state (see :func:`train`)."""
+    return out.with_name(out.stem + ".partial" + out.suffix)
+
+
+def _rng_states(rng, sampler, retriever) -> dict:
+    states = {"rng": rng.bit_generator.state, "sampler": sampler.rng.bit_generator.state}
+    if hasattr(retriever, "rng"):
+        states["retriever"] = retriever.rng.bit_generator.state
+    return states
+
+
+def _set_rng_states(states: dict, rng, sampler, retriever) -> None:
+    rng.bit_generator.state = states["rng"]
+    sampler.rng.bit_generator.state = states["sampler"]
+    if "retriever" in states:
+        retriever.rng.bit_generator.state = states["retriever"]
+
+
+def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = False,
+          stop_after: int | None = None) -> tuple[Path, dict]:
     """Run the whole recipe of ``cfg``; write the checkpoint (best free-running validation
-    weights) and return (path, metadata)."""
+    weights) and return (path, metadata).
+
+    At every validation the whole training state (weights, best weights, optimiser,
+    schedule, random generators, history) is written to :func:`partial_path` of the output
+    (safetensors, no pickle). ``resume=True`` continues from that file when it holds the same
+    config, giving the same weights as an uninterrupted run; ``stop_after`` stops after that
+    many steps with only the partial state written (returns its path and ``{}``). The
+    partial file is removed when the run completes.
+    """
+    out = Path(out or cfg.get("out", "model.safetensors"))   # relative to the working directory
+    partial = partial_path(out)
     s = settings(cfg)
     torch.manual_seed(s.seed)
     torch.set_num_threads(s.threads)
@@ -308,9 +338,25 @@ def train(cfg: dict, out: str | Path | None = None, log=print) -> tuple[Path, di
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(i / max(total, 1), 1))))
     history: list[dict] = []
     best, best_state = math.inf, copy.deepcopy(model.state_dict())
-    running = []
+    running: list[float] = []
+    first, elapsed = 0, 0.0
+    if resume and partial.is_file():
+        from kinema.nn.checkpoint import load_checkpoint
+        saved, meta = load_checkpoint(partial)
+        st = meta.get("training_state") or {}
+        if json.dumps(meta.get("config"), sort_keys=True) != json.dumps(cfg, sort_keys=True):
+            raise KinemaError(f"{partial}: an unfinished run of another config; delete it or train without --resume")
+        model.load_state_dict(saved.state_dict())
+        opt.load_state_dict(st["optimizer"])
+        sched.load_state_dict(st["scheduler"])
+        torch.set_rng_state(st["torch_rng"])
+        _set_rng_states(st["numpy_rngs"], rng, sampler, retriever)
+        best, best_state = st["best"], st["best_state"]
+        history, running, first, elapsed = st["history"], st["running"], st["step"], st["seconds"]
+        log(f"resuming {partial} at step {first} of {total}")
+    t0 = time.time() - elapsed
     from tqdm import tqdm
-    for step in tqdm(range(total), desc="train", leave=False, mininterval=5):
+    for step in tqdm(range(first, total), desc="train", leave=False, mininterval=5, initial=first, total=total):
         model.train()
         if step < s.warmup:
             stage = "warmup"
@@ -342,6 +388,13 @@ def train(cfg: dict, out: str | Path | None = None, log=print) -> tuple[Path, di
             # Only the free-running stages select (warm-up weights are not a controller yet).
             if stage != "warmup" and key < best:
                 best, best_state = key, copy.deepcopy(model.state_dict())
+            state = {"step": step + 1, "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                     "torch_rng": torch.get_rng_state(), "numpy_rngs": _rng_states(rng, sampler, retriever),
+                     "best": best, "best_state": best_state, "history": history, "running": running,
+                     "seconds": time.time() - t0}
+            save_checkpoint(partial, model, training_state=state, config=cfg)
+        if stop_after is not None and step + 1 >= stop_after and step + 1 < total:
+            return partial, {}
     if s.scheduled + s.free > 0:
         model.load_state_dict(best_state)
     best_rec = min((h for h in history if h["stage"] != "warmup"), default=history[-1],
@@ -364,8 +417,8 @@ def train(cfg: dict, out: str | Path | None = None, log=print) -> tuple[Path, di
         "train_seconds": round(time.time() - t0, 1),
         "torch_threads": s.threads,
     }
-    out = Path(out or cfg.get("out", "model.safetensors"))   # relative to the working directory
     save_checkpoint(out, model, **meta)
+    partial.unlink(missing_ok=True)
     return out, meta
 
 
