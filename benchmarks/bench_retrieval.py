@@ -1,18 +1,24 @@
 """Ablations of the retrieval-augmented controller, trained and evaluated in one run.
 
-Variants (NOTES.md 3.3), all from one config with the step counts scaled by ``--scale``:
+Variants (NOTES.md 3.3), all from one config with the step counts scaled by ``--scale``,
+each trained with every seed of ``--seeds`` (mean and standard deviation over seeds):
 
 - ``A0 no retrieval``: the same backbone without the retrieval pathway;
-- ``A1 teacher forcing only``: retrieval, warm-up stage only (noise/dropout, no rollouts);
+- ``A1 concat, teacher forcing only``: the k raw candidate payloads concatenated to the
+  backbone input (no attention, no gates), warm-up stage only;
+- ``A4 attention, teacher forcing only``: the retrieval pathway, warm-up stage only
+  (noise/dropout, no rollouts);
 - ``A7 no candidate dropout``: the full recipe without candidate dropout;
 - ``A5 full recipe``: warm-up, scheduled sampling, free-running fine-tune;
-- ``random candidates``: A5 fed random database rows (the control, from the evaluation).
+- ``C1 random rows (trained)``: the full recipe trained and evaluated on uniformly random
+  database rows instead of the nearest (the control: capacity without information);
+- ``A5 fed random rows``: the A5 model evaluated with random rows (from its evaluation).
 
 Each is evaluated on the config's validation clips (and their mirrors). The peer of the
 ratio columns is A0 (free-running joint error) and motion-matching playback, measured in
 the same run. Usage: ``python benchmarks/bench_retrieval.py [--config C] [--scale S]
-[--out DIR]`` (default: the bundled-sample config with its own 90/90/90-step schedule,
-about a minute per variant on one idle core).
+[--seeds 0,1,2] [--out DIR]`` (default: the bundled-sample config with its own schedule,
+about a minute per variant and seed on one idle core).
 """
 from __future__ import annotations
 
@@ -40,9 +46,11 @@ from kinema.nn.checkpoint import load_checkpoint  # noqa: E402
 
 VARIANTS = {
     "A0 no retrieval": {"model.use_retrieval": False},
-    "A1 teacher forcing only": {"train.scheduled": 0, "train.free": 0},
+    "A1 concat, teacher forcing only": {"model.fusion": "concat", "train.scheduled": 0, "train.free": 0},
+    "A4 attention, teacher forcing only": {"train.scheduled": 0, "train.free": 0},
     "A7 no candidate dropout": {"train.drop_all": 0.0, "train.drop_each": 0.0},
     "A5 full recipe": {},
+    "C1 random rows (trained)": {"retrieval.random": True},
 }
 
 
@@ -85,10 +93,17 @@ def step_timing(path: Path, db) -> tuple[float, float]:
     return timeit(controller, repeat=5, min_time=0.2), timeit(mm, repeat=5, min_time=0.2)
 
 
+def _mean_std(values: list[float]) -> str:
+    v = np.asarray(values, np.float64)
+    return f"{v.mean():.3f}" if len(v) == 1 else f"{v.mean():.3f} ± {v.std(ddof=1):.3f}"
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--config", default=str(HERE.parent / "configs" / "retrieval_sample.toml"))
     p.add_argument("--scale", type=float, default=1.0, help="fraction of the config's training steps")
+    p.add_argument("--seeds", default="0", help="comma-separated training seeds (e.g. 0,1,2)")
+    p.add_argument("--variants", help="comma-separated variant ids to run (default: all), e.g. A0,A5")
     p.add_argument("--out", help="keep checkpoints and evaluation JSON here")
     p.add_argument("--frames", type=int, default=90)
     p.add_argument("--context", type=int, default=16)
@@ -96,40 +111,63 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     cfg = load_config(args.config)
+    seeds = [int(x) for x in args.seeds.split(",")]
+    wanted = None if not args.variants else set(args.variants.split(","))
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench_retrieval_"))
     out.mkdir(parents=True, exist_ok=True)
     db = build_databases(cfg)[0]
-    results, paths = {}, {}
+    results: dict[str, list[dict]] = {}
+    paths = {}
     for name, changes in VARIANTS.items():
-        c = variant_config(cfg, changes, args.scale)
-        path = out / (name.split()[0] + ".safetensors")
-        t0 = time.time()
-        train(c, path, log=lambda *_: None)
-        meta = load_checkpoint(path)[1]
-        clips = validation_clips(meta)
-        res = evaluate(path, db, clips, frames=args.frames, context=args.context, stride=args.stride, mirror=True)
-        res["train_seconds"] = round(time.time() - t0, 1)
-        (out / (name.split()[0] + ".eval.json")).write_text(json.dumps(res, indent=1))
-        results[name], paths[name] = res, path
-    a0 = results["A0 no retrieval"]["free_running"]["with"]["joint_error_cm"]
-    mm = results["A5 full recipe"]["free_running"]["baselines"]["motion_matching"]["joint_error_cm"]
-    rows = []
-    for name, res in results.items():
-        tf, fr = res["teacher_forced"], res["free_running"]
-        err = fr["with"]["joint_error_cm"]
-        rows.append([name, tf["with"]["loss"], tf["gain"], fr["with"]["loss"], fr["gain"],
-                     f"[{fr['gain_ci95'][0]:+.3f}, {fr['gain_ci95'][1]:+.3f}]", 100 * fr["gain_relative"],
-                     err, err / a0, err / mm, fr["with"]["foot_skate_cm_s"], fr["with"]["root_error_m"]])
+        vid = name.split()[0]
+        if wanted is not None and vid not in wanted and vid != "A5":
+            continue
+        for seed in seeds:
+            c = variant_config(cfg, {**changes, "train.seed": seed}, args.scale)
+            path = out / f"{vid}_seed{seed}.safetensors"
+            t0 = time.time()
+            train(c, path, log=lambda *_: None)
+            meta = load_checkpoint(path)[1]
+            res = evaluate(path, db, validation_clips(meta), frames=args.frames, context=args.context,
+                           stride=args.stride, mirror=True, random_rows=bool(changes.get("retrieval.random")))
+            res["train_seconds"] = round(time.time() - t0, 1)
+            (out / f"{vid}_seed{seed}.eval.json").write_text(json.dumps(res, indent=1))
+            results.setdefault(name, []).append(res)
+            paths.setdefault(name, path)
+            print(f"{name} seed {seed}: FR gain {res['free_running']['gain']:+.3f}, FR joint error "
+                  f"{res['free_running']['with']['joint_error_cm']:.2f} cm ({res['train_seconds']:.0f} s)", flush=True)
     full = results["A5 full recipe"]
-    for base in ("random_candidates", "motion_matching", "nearest_candidate", "copy_previous"):
-        b = full["free_running"]["baselines"][base]
-        t = full["teacher_forced"]["baselines"][base]
-        rows.append([f"{base.replace('_', ' ')} (baseline)", t["loss"], "", b["loss"], "", "", "",
-                     b["joint_error_cm"], b["joint_error_cm"] / a0, b["joint_error_cm"] / mm,
-                     b["foot_skate_cm_s"], b["root_error_m"]])
-    print_table(f"retrieval ablations ({full['windows']} windows x {full['frames']} frames, scale {args.scale}, "
-                f"database {full['database']}); loss = normalised pose MSE; gain = null - retrieved",
-                ["variant", "TF loss", "TF gain", "FR loss", "FR gain", "FR gain 95% CI", "FR gain %",
+    base = "A0 no retrieval" if "A0 no retrieval" in results else None
+    a0 = np.mean([r["free_running"]["with"]["joint_error_cm"] for r in results[base]]) if base else float("nan")
+    mm = np.mean([r["free_running"]["baselines"]["motion_matching"]["joint_error_cm"] for r in full])
+    rows = []
+
+    def row(label, tf_list, fr_list, tf_gain=None, fr_gain=None, fr_rel=None, ci=None):
+        err = [m["joint_error_cm"] for m in fr_list]
+        rows.append([label, _mean_std([m["loss"] for m in tf_list]), "" if tf_gain is None else _mean_std(tf_gain),
+                     _mean_std([m["loss"] for m in fr_list]), "" if fr_gain is None else _mean_std(fr_gain),
+                     "" if fr_rel is None else _mean_std(fr_rel), ci or "", _mean_std(err),
+                     float(np.mean(err) / a0), float(np.mean(err) / mm),
+                     _mean_std([m["foot_skate_cm_s"] for m in fr_list]), _mean_std([m["root_error_m"] for m in fr_list])])
+
+    for name, res in results.items():
+        tf = [r["teacher_forced"] for r in res]
+        fr = [r["free_running"] for r in res]
+        cis = [r["gain_ci95"] for r in fr]
+        ci = ", ".join(f"[{lo:+.2f}, {hi:+.2f}]" for lo, hi in cis)
+        has_gain = name != "A0 no retrieval"
+        row(name, [t["with"] for t in tf], [f["with"] for f in fr],
+            [t["gain"] for t in tf] if has_gain else None, [f["gain"] for f in fr] if has_gain else None,
+            [100 * f["gain_relative"] for f in fr] if has_gain else None, ci if has_gain else "")
+    row("A5 fed random rows", [r["teacher_forced"]["baselines"]["random_candidates"] for r in full],
+        [r["free_running"]["baselines"]["random_candidates"] for r in full])
+    for b in ("motion_matching", "nearest_candidate", "copy_previous"):
+        row(f"{b.replace('_', ' ')} (baseline)", [r["teacher_forced"]["baselines"][b] for r in full],
+            [r["free_running"]["baselines"][b] for r in full])
+    print_table(f"retrieval ablations ({full[0]['windows']} windows x {full[0]['frames']} frames, seeds {seeds}, "
+                f"scale {args.scale}, database {full[0]['database']}); loss = normalised pose MSE; gain = null - "
+                "retrieved; mean ± std over seeds",
+                ["variant", "TF loss", "TF gain", "FR loss", "FR gain", "FR gain %", "FR gain 95% CI per seed",
                  "FR joint err cm", "x A0", "x MM", "skate cm/s", "root err m"], rows)
     ctrl_s, mm_s = step_timing(paths["A5 full recipe"], db)
     print_table("per-frame cost, one character (CPU, 1 thread)", ["controller", "ms/frame", "x motion matching"],
@@ -140,4 +178,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

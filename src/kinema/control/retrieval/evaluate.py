@@ -200,11 +200,13 @@ def _nearest_tf(retriever: Retriever, source: Database, rows: np.ndarray, exclud
 
 def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[str | Path], *, frames: int = 300,
              context: int = 32, stride: int = 120, baseline: str | Path | None = None, max_windows: int | None = None,
-             mirror: bool = False, seed: int = 0, stability_frames: int = 0) -> dict:
+             mirror: bool = False, seed: int = 0, stability_frames: int = 0, random_rows: bool = False) -> dict:
     """Evaluate ``checkpoint`` on ``clips`` with retrieval from ``db`` (see module docstring).
 
     ``frames`` is shortened to what the longest clip allows (reported as ``frames``);
-    ``mirror`` also evaluates the mirrored clips (more windows from few clips).
+    ``mirror`` also evaluates the mirrored clips (more windows from few clips);
+    ``random_rows`` feeds the model uniformly random rows as its candidates (for a model
+    trained that way: the control of the ablations).
     """
     model, meta = load_checkpoint(checkpoint)
     db_path = db if not isinstance(db, Database) else "<database>"
@@ -241,7 +243,8 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     true_tf = source.pose[rows + 1][:, context:]
     sl = slice(context, None)
     tf = {}
-    tf_with = window_metrics(teacher_forced(model, retriever, source, starts, length, exclude, True)[:, sl], true_tf, norm, db, floor)
+    own = randomised if random_rows else retriever
+    tf_with = window_metrics(teacher_forced(model, own, source, starts, length, exclude, True)[:, sl], true_tf, norm, db, floor)
     tf_without = window_metrics(teacher_forced(model, retriever, source, starts, length, exclude, False)[:, sl], true_tf, norm, db, floor)
     tf_base = {
         "copy_previous": window_metrics(source.pose[rows][:, context:], true_tf, norm, db, floor),
@@ -280,7 +283,7 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
         fr_base["random_candidates"] = run(model, True, randomised)
     if base_model is not None:
         fr_base["no_retrieval_model"] = run(base_model, False)
-    fr_with, fr_without = run(model, True), run(model, False)
+    fr_with, fr_without = run(model, True, own), run(model, False)
     fr = _regime(fr_with, fr_without, fr_base, seed)
     fr["horizons"] = horizon_table(fr_with, {"without": fr_without, **fr_base}, frames, seed)
     out = {"checkpoint": str(checkpoint), "database": db.fingerprint, "clips": [str(c) for c in clips],
