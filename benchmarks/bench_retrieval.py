@@ -48,7 +48,7 @@ VARIANTS = {
     "A0 no retrieval": {"model.use_retrieval": False},
     "A1 concat, teacher forcing only": {"model.fusion": "concat", "train.scheduled": 0, "train.free": 0},
     "A4 attention, teacher forcing only": {"train.scheduled": 0, "train.free": 0},
-    "A7 no candidate dropout": {"train.drop_all": 0.0, "train.drop_each": 0.0},
+    "A7 no candidate dropout": {"train.drop_all": 0.0, "train.drop_each": 0.0, "train.drop_sequence": 0.0},
     "A5 full recipe": {},
     "C1 random rows (trained)": {"retrieval.random": True},
 }

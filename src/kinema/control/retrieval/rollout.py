@@ -144,14 +144,16 @@ def teacher_forced_candidates(retriever: Retriever, source: Database, rows: np.n
 
 def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray, context: int, horizon: int, *,
             retrieval: bool = True, exclude: np.ndarray | None = None, rng: np.random.Generator | None = None,
-            student: float = 1.0, dropout: tuple[float, float] = (0.0, 0.0), detach_every: int | None = None
+            student: float = 1.0, dropout: tuple[float, ...] = (0.0, 0.0, 0.0), detach_every: int | None = None
             ) -> Rollout:
     """Roll ``model`` out from rows ``starts`` (B,) (see the module docstring). The rows
     ``starts .. starts + context + horizon`` must lie in one clip each.
 
     ``retrieval=False`` feeds only the null token (the ablation); a model built without
     retrieval ignores the argument. ``rng`` enables candidate sampling and dropout
-    (``dropout`` = (all, each)) and scheduled sampling; None is deterministic.
+    (``dropout`` = (all per frame, each per frame, the whole rollout including its context:
+    so a rollout with only the null token, the ablation, is a case the model was trained on))
+    and scheduled sampling; None is deterministic.
     """
     norm = retriever.norm
     uses = getattr(model, "use_retrieval", False) and retrieval
@@ -161,7 +163,11 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray, c
     ctx_rows = starts[:, None] + np.arange(context)[None]
     pose_n = norm.normalise(source.pose[ctx_rows])
     cands = teacher_forced_candidates(retriever, source, ctx_rows, exclude, rng) if uses else None
-    out, state = model(t_(source.trajectory[ctx_rows]), t_(pose_n), None if cands is None else t_(cands))
+    p_all, p_each, p_seq = (tuple(dropout) + (0.0, 0.0, 0.0))[:3]
+    seq_keep = np.ones(b, bool) if rng is None or p_seq <= 0 else rng.random(b) >= p_seq
+    ctx_mask = None if seq_keep.all() else t_(np.broadcast_to(seq_keep[:, None, None], ctx_rows.shape + (retriever.k,)).copy())
+    out, state = model(t_(source.trajectory[ctx_rows]), t_(pose_n), None if cands is None else t_(cands),
+                       None if cands is None else ctx_mask)
     prev = out["pose"][:, -1]
     last = ctx_rows[:, -1]
     fps = source.fps
@@ -182,7 +188,7 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray, c
         cand = mask = None
         if uses:
             _, cand = stream(h, raw_prev, ctrl)
-            mask = t_(_dropout_mask(b, retriever.k, rng, *dropout))
+            mask = t_(_dropout_mask(b, retriever.k, rng, p_all, p_each) & seq_keep[:, None])
             cand = t_(cand)
         o, state = model.step(state, t_(ctrl), prev, cand, mask)
         prev = o["pose"]

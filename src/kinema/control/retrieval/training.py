@@ -5,7 +5,8 @@ Stages (one set of weights):
 1. ``warmup`` steps, teacher forced on windows: noise on the previous pose
    (sigma ~ U(0, ``pose_noise``) per sequence, normalised units), previous-pose dropout to
    the mean pose (``pose_dropout`` per frame), candidate dropout to the learned null token
-   (all with ``drop_all``, each with ``drop_each``).
+   (all with ``drop_all``, each with ``drop_each``, and whole sequences with
+   ``drop_sequence``: the null-token ablation of a whole rollout is then a trained case).
 2. ``scheduled`` steps: teacher-forced context, then rollouts with gradients through the
    rollout; horizon ramps ``horizon[0] -> horizon[1]`` and the probability of feeding the
    model its own prediction ramps 0 -> 1; retrieval re-runs from the predictions.
@@ -65,6 +66,7 @@ class TrainSettings:
     pose_dropout: float = 0.2
     drop_all: float = 0.15
     drop_each: float = 0.1
+    drop_sequence: float = 0.1
     contact_weight: float = 0.1
     eval_every: int = 50
     val_windows: int = 16
@@ -227,6 +229,8 @@ def teacher_forced_loss(model, sampler: WindowSampler, s: TrainSettings, rng: np
         cands = t_(b.candidates)
         keep = rng.random(b.candidates.shape[:3]) >= s.drop_each
         keep &= rng.random(b.candidates.shape[:2] + (1,)) >= s.drop_all
+        if s.drop_sequence > 0:
+            keep &= rng.random((len(keep), 1, 1)) >= s.drop_sequence
         mask = t_(keep)
     out, _ = model(t_(b.control), t_(pose), cands, mask)
     return pose_loss(out["pose"], t_(b.target), out["contact_logits"], t_(b.contacts),
@@ -256,7 +260,7 @@ def rollout_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSetting
     starts = rollout_starts(db, clips, s.context + horizon + 1, s.batch, rng)
     ex = retriever.exclusions(db.clip_of(starts))
     r = rollout(model, retriever, db, starts, s.context, horizon, exclude=ex, rng=rng, student=student,
-                dropout=(s.drop_all, s.drop_each), detach_every=detach_every)
+                dropout=(s.drop_all, s.drop_each, s.drop_sequence), detach_every=detach_every)
     return pose_loss(r.pose, r.target, r.contact_logits, r.target_contacts, s.contact_weight)
 
 
