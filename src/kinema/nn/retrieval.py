@@ -43,6 +43,9 @@ from kinema.nn.layers import Normaliser
 from kinema.nn.mamba import Mamba, MambaState
 
 
+GATES = ("static", "state")
+
+
 class RetrievalMamba(nn.Module):
     """Mamba backbone with an optional retrieval pathway (see the module docstring).
 
@@ -57,14 +60,19 @@ class RetrievalMamba(nn.Module):
 
     def __init__(self, pose_dim: int = 151, control_dim: int = 12, contact_dim: int = 2, k: int = 4,
                  candidate_dim: int | None = None, use_retrieval: bool = True, retrieval_dim: int = 64,
-                 **backbone):
+                 gates: str = "static", **backbone):
         super().__init__()
         candidate_dim = 2 * pose_dim + contact_dim + 1 if candidate_dim is None else candidate_dim
+        if gates not in GATES:
+            raise ValueError(f"unknown gates {gates!r}; expected one of {GATES}")
         if use_retrieval and candidate_dim < 2 * pose_dim:
             raise ValueError(f"candidate_dim {candidate_dim} must hold pose and successor delta (>= {2 * pose_dim})")
         self.hparams = dict(pose_dim=pose_dim, control_dim=control_dim, contact_dim=contact_dim, k=k,
                             candidate_dim=candidate_dim, use_retrieval=use_retrieval,
                             retrieval_dim=retrieval_dim, **backbone)
+        if gates != "static":   # older checkpoints have no "gates" entry and load as "static"
+            self.hparams["gates"] = gates
+        self.gates = gates
         self.pose_dim, self.control_dim, self.contact_dim = pose_dim, control_dim, contact_dim
         self.k, self.candidate_dim, self.use_retrieval = k, candidate_dim, use_retrieval
         extra = retrieval_dim if use_retrieval else 0
@@ -77,6 +85,12 @@ class RetrievalMamba(nn.Module):
             self.null_token = nn.Parameter(torch.randn(2 * retrieval_dim) * 0.02)
             self.copy_gate = nn.Parameter(torch.zeros(pose_dim))
             self.pull_gate = nn.Parameter(torch.zeros(pose_dim))
+            if gates == "state":
+                # Per-frame gate scales from the backbone's output (see gate_values); the
+                # zero init makes them exactly 1 at start.
+                self.gate_head = nn.Linear(pose_dim + contact_dim, 2 * pose_dim)
+                nn.init.zeros_(self.gate_head.weight)
+                nn.init.zeros_(self.gate_head.bias)
             with torch.no_grad():
                 self.backbone.in_head.weight[:, control_dim + pose_dim:] = 0.0
             self.scale = retrieval_dim ** -0.5
@@ -94,17 +108,24 @@ class RetrievalMamba(nn.Module):
             groups["null token"] = self.null_token.numel()
             groups["copy gate"] = self.copy_gate.numel()
             groups["pull gate"] = self.pull_gate.numel()
+            if self.gates == "state":
+                groups["state gate head"] = sum(p.numel() for p in self.gate_head.parameters())
         groups["total"] = sum(p.numel() for p in self.parameters())
         return groups
 
     def retrieve(self, control: torch.Tensor, pose: torch.Tensor, candidates: torch.Tensor | None,
                  mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Attend over candidates: (..., C), (..., P), (..., k, W), (..., k) ->
-        (r (..., R), candidate weights (..., k), the gated candidate correction (..., P):
-        ``copy_gate * sum_i w_i delta_i + pull_gate * sum_i w_i (pose_i + delta_i - pose)``).
+        (r (..., R), candidate weights (..., k), the candidate correction (..., P) with the
+        static gates: ``copy_gate * sum_i w_i delta_i + pull_gate * sum_i w_i (pose_i + delta_i - pose)``).
 
         ``candidates=None`` means every candidate is dropped (only the null token is seen).
         """
+        r, cand_w, copy_term, pull_term = self._attend(control, pose, candidates, mask)
+        return r, cand_w, self.copy_gate * copy_term + self.pull_gate * pull_term
+
+    def _attend(self, control, pose, candidates, mask):
+        """(r, candidate weights, ``sum_i w_i delta_i``, ``sum_i w_i (pose_i + delta_i - pose)``)."""
         lead = pose.shape[:-1]
         r_dim = self.hparams["retrieval_dim"]
         q = self.query(torch.cat([control, pose], -1))                         # (..., R)
@@ -126,29 +147,42 @@ class RetrievalMamba(nn.Module):
         weights = torch.softmax(logits.masked_fill(~valid, float("-inf")), -1)
         r = (weights.unsqueeze(-1) * values).sum(-2)
         if candidates is None:
-            cand_w = pose.new_zeros(*lead, self.k)
-            cand_delta = torch.zeros_like(pose)
-        else:
-            cand_w = weights[..., 1:]
-            deltas = candidates[..., self.pose_dim:2 * self.pose_dim]
-            succ = candidates[..., :self.pose_dim] + deltas
-            w = cand_w.unsqueeze(-1)
-            pull = (w * succ).sum(-2) - cand_w.sum(-1, keepdim=True) * pose
-            cand_delta = self.copy_gate * (w * deltas).sum(-2) + self.pull_gate * pull
-        return r, cand_w, cand_delta
+            zero = torch.zeros_like(pose)
+            return r, pose.new_zeros(*lead, self.k), zero, zero
+        cand_w = weights[..., 1:]
+        deltas = candidates[..., self.pose_dim:2 * self.pose_dim]
+        succ = candidates[..., :self.pose_dim] + deltas
+        w = cand_w.unsqueeze(-1)
+        pull = (w * succ).sum(-2) - cand_w.sum(-1, keepdim=True) * pose
+        return r, cand_w, (w * deltas).sum(-2), pull
 
     def _inputs(self, control, pose, candidates, mask):
+        """(backbone input, candidate weights or None, (copy term, pull term) or None)."""
         if not self.use_retrieval:
             if candidates is not None:
                 raise ValueError("this model was built with use_retrieval=False: it cannot read candidates")
             return torch.cat([control, pose], -1), None, None
-        r, w, cand_delta = self.retrieve(control, pose, candidates, mask)
-        return torch.cat([control, pose, r], -1), w, cand_delta
+        r, w, copy_term, pull_term = self._attend(control, pose, candidates, mask)
+        return torch.cat([control, pose, r], -1), w, (copy_term, pull_term)
 
-    def _outputs(self, pose, y, w, cand_delta) -> dict[str, torch.Tensor]:
+    def gate_values(self, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Copy and pull gates (..., P) for backbone outputs y (..., P + contact_dim): the
+        learned per-dimension gates, with ``gates="state"`` scaled per frame by
+        ``1 + tanh(gate_head(normalised y))`` in [0, 2] (y is a linear image of the
+        backbone's final hidden state, so the scale can depend on the history: shut the
+        pull on an exact previous pose, keep it on a drifted one). Bounded so a state the
+        head never saw cannot push a gate out of the range the static gate learned
+        (an unbounded additive offset diverged in free running)."""
+        if self.gates == "static":
+            return self.copy_gate, self.pull_gate
+        g = 1.0 + torch.tanh(self.gate_head(self.backbone.output_norm.normalise(y)))
+        return self.copy_gate * g[..., :self.pose_dim], self.pull_gate * g[..., self.pose_dim:]
+
+    def _outputs(self, pose, y, w, terms) -> dict[str, torch.Tensor]:
         delta = y[..., :self.pose_dim]
-        if cand_delta is not None:
-            delta = delta + cand_delta
+        if terms is not None:
+            copy_gate, pull_gate = self.gate_values(y)
+            delta = delta + (copy_gate * terms[0] + pull_gate * terms[1])
         out = {"pose": pose + delta, "delta": delta, "contact_logits": y[..., self.pose_dim:]}
         if w is not None:
             out["candidate_weights"] = w
@@ -161,17 +195,17 @@ class RetrievalMamba(nn.Module):
         """Whole sequences: control (B, L, C), pose (B, L, P), candidates (B, L, k, W) or None,
         mask (B, L, k) -> (outputs dict with ``pose`` (B, L, P) = predicted next pose,
         ``delta``, ``contact_logits`` (B, L, contact_dim), ``candidate_weights``; last state)."""
-        x, w, cand_delta = self._inputs(control, pose, candidates, mask)
+        x, w, terms = self._inputs(control, pose, candidates, mask)
         y, state = self.backbone.forward_with_state(x, state)
-        return self._outputs(pose, y, w, cand_delta), state
+        return self._outputs(pose, y, w, terms), state
 
     def step(self, state: MambaState, control: torch.Tensor, pose: torch.Tensor,
              candidates: torch.Tensor | None = None, mask: torch.Tensor | None = None
              ) -> tuple[dict[str, torch.Tensor], MambaState]:
         """One frame in O(1): control (B, C), pose (B, P), candidates (B, k, W) -> (outputs, state)."""
-        x, w, cand_delta = self._inputs(control, pose, candidates, mask)
+        x, w, terms = self._inputs(control, pose, candidates, mask)
         y, state = self.backbone.step(state, x)
-        return self._outputs(pose, y, w, cand_delta), state
+        return self._outputs(pose, y, w, terms), state
 
     def initial_state(self, batch: int = 1) -> MambaState:
         return self.backbone.initial_state(batch)
