@@ -27,6 +27,11 @@ Retrieval pathway (only with ``use_retrieval=True``):
    the candidates' successor poses (``sum_i w_i (pose_j + delta_j - pose)``, the null token
    contributing nothing), so playing a candidate's successor (motion matching) is one gate
    value away and free-running drift can be corrected; it starts at zero.
+6. optionally (``gates="state"``) both gates are scaled per frame by
+   ``1 + tanh(gate_head(y))`` in [0, 2], read from the backbone output y (so from its
+   history): the model can shut the pull on an exact previous pose (teacher forcing, the
+   first frames after a context) and keep it on a drifted one. The head starts at zero,
+   so the scale starts at exactly 1 (the static gates, ``gates="static"``, the default).
 
 Steps 3 to 5 start at zero, so a fresh retrieval model computes exactly what the
 no-retrieval model with the same backbone weights computes, and training moves away from
