@@ -146,8 +146,9 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray, c
             retrieval: bool = True, exclude: np.ndarray | None = None, rng: np.random.Generator | None = None,
             student: float = 1.0, dropout: tuple[float, ...] = (0.0, 0.0, 0.0), detach_every: int | None = None
             ) -> Rollout:
-    """Roll ``model`` out from rows ``starts`` (B,) (see the module docstring). The rows
-    ``starts .. starts + context + horizon`` must lie in one clip each.
+    """Roll ``model`` out from rows ``starts`` (B,) (see the module docstring): ``horizon``
+    predicted frames, rows ``starts + context .. starts + context + horizon - 1``, which must
+    lie in one clip each (the first is the context's own last prediction).
 
     ``retrieval=False`` feeds only the null token (the ablation); a model built without
     retrieval ignores the argument. ``rng`` enables candidate sampling and dropout
@@ -174,8 +175,14 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray, c
     root_pos, root_dir = integrate_root(source.root_positions[last], source.root_directions[last],
                                         root_motion(source, norm.denormalise(prev.detach().cpu().numpy())), fps)
     stream = CandidateStream(retriever, exclude, rng) if uses else None
-    preds, logits, targets, tcont, rp, rd, tp, td, rows_out = [], [], [], [], [], [], [], [], []
-    for h in range(horizon):
+    # The context's last output is the first predicted frame (row last + 1), as for the
+    # playback baselines: every rollout and baseline is scored on rows last+1 .. last+horizon.
+    first = last + 1
+    preds, logits = [prev], [out["contact_logits"][:, -1]]
+    targets = [retriever.poses_n[first] if source is retriever.db else norm.normalise(source.pose[first])]
+    tcont = [source.contacts[first].astype(np.float32)]
+    rp, rd, tp, td, rows_out = [root_pos], [root_dir], [source.root_positions[first]], [source.root_directions[first]], [first]
+    for h in range(horizon - 1):
         rows = last + 1 + h
         if rng is not None and student < 1.0:
             use_gt = torch.as_tensor(rng.random(b) >= student, device=device)[:, None]
