@@ -30,6 +30,7 @@ from kinema.errors import CheckpointError
 from kinema.nn.mamba import Mamba
 from kinema.nn.models import MLP, Autoencoder, CodebookMatching, SequenceMLP
 from kinema.nn.retrieval import RetrievalMamba
+from kinema.nn.retrieval_concat import ConcatRetrievalMamba
 
 FORMAT = "kinema-checkpoint/1"
 META_KEYS = ("config", "normalisation", "loss_weights", "fingerprint")
@@ -42,6 +43,7 @@ MODEL_CLASSES: dict[str, type[nn.Module]] = {
     "Autoencoder": Autoencoder,
     "CodebookMatching": CodebookMatching,
     "RetrievalMamba": RetrievalMamba,
+    "ConcatRetrievalMamba": ConcatRetrievalMamba,
 }
 
 _PICKLE_MAGICS = (b"PK\x03\x04", b"\x80")

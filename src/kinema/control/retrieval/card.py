@@ -52,8 +52,11 @@ def model_card(meta: dict, result: dict | None, path: str = "") -> str:
     lines += ["", "## Architecture", ""]
     ret = meta.get("retrieval", {})
     rows = [("class", arch.get("class"))] + [(k, v) for k, v in hp.items()]
-    rows += [("input_dim (backbone)", hp.get("control_dim", 0) + hp.get("pose_dim", 0)
-              + (hp.get("retrieval_dim", 0) if hp.get("use_retrieval") else 0)),
+    if arch.get("class") == "ConcatRetrievalMamba":   # k slots of (candidate, presence flag)
+        extra = hp.get("k", 0) * (hp.get("candidate_dim", 0) + 1)
+    else:
+        extra = hp.get("retrieval_dim", 0) if hp.get("use_retrieval") else 0
+    rows += [("input_dim (backbone)", hp.get("control_dim", 0) + hp.get("pose_dim", 0) + extra),
              ("candidate tensor", f"k={hp.get('k')} x {hp.get('candidate_dim')}"),
              ("retrieval: top / tau / refresh", f"{ret.get('top')} / {ret.get('tau')} / {ret.get('refresh')}")]
     rows += [(f"parameters: {k}", v) for k, v in meta.get("parameters", {}).items()]

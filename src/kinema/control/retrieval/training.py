@@ -45,6 +45,7 @@ from kinema.matching.config import DatabaseConfig
 from kinema.matching.database import Database, build_database, expand_paths, source_from_file
 from kinema.nn.checkpoint import save_checkpoint
 from kinema.nn.retrieval import RetrievalMamba
+from kinema.nn.retrieval_concat import ConcatRetrievalMamba
 
 
 @dataclass
@@ -183,10 +184,19 @@ def db_build_command(cfg: dict) -> str:
             + (" --mirror" if data.get("mirror", True) else "") + " -o DB.npz")
 
 
-def make_model(cfg: dict, db: Database, retriever: Retriever) -> RetrievalMamba:
-    """A RetrievalMamba sized for ``db`` with its normalisation buffers set."""
+def make_model(cfg: dict, db: Database, retriever: Retriever) -> torch.nn.Module:
+    """A RetrievalMamba (or, with ``model.fusion = "concat"``, the plain-concatenation
+    ablation :class:`~kinema.nn.retrieval_concat.ConcatRetrievalMamba`) sized for ``db``
+    with its normalisation buffers set."""
     m = dict(cfg.get("model", {}))
-    model = RetrievalMamba(pose_dim=db.pose_width, control_dim=12, contact_dim=2, k=retriever.k, **m)
+    fusion = m.pop("fusion", "attention")
+    if fusion not in ("attention", "concat"):
+        raise KinemaError(f"model.fusion must be 'attention' or 'concat', got {fusion!r}")
+    if fusion == "concat":
+        m.pop("retrieval_dim", None)
+        model = ConcatRetrievalMamba(pose_dim=db.pose_width, control_dim=12, contact_dim=2, k=retriever.k, **m)
+    else:
+        model = RetrievalMamba(pose_dim=db.pose_width, control_dim=12, contact_dim=2, k=retriever.k, **m)
     c = db.trajectory
     pose_dim = db.pose_width
     n_in = model.backbone.input_norm.dim
