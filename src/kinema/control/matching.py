@@ -19,11 +19,12 @@ The output is the world pose (root-space pose rows placed at the character's roo
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from kinema.control import springs
+from kinema.control.footlock import FootLock
 from kinema.control.inertialize import Inertializer, PoseState
 from kinema.control.trajectory import ControlConfig, TrajectoryController
 from kinema.matching.search import Exclusion
@@ -47,8 +48,8 @@ class MatchingConfig:
         clamp_distance: max metres between character root and simulation.
         clamp_angle: max radians between their facings.
         foot_lock: pin each toe to the world point where its contact began, moving the
-            ankle by the same offset with leg IK (:func:`kinema.ik.pose.solve_pose`, the foot
-            keeps its world rotation); a lock is released when the animated toe moves
+            ankle by the same offset with leg IK (:class:`kinema.control.footlock.FootLock`,
+            the foot keeps its world rotation); a lock is released when the animated toe moves
             ``unlock_radius`` metres away or the contact ends; locking and release are
             inertialized with halflife ``lock_halflife`` (MM: 0.2 m, 0.1 s).
     """
@@ -108,20 +109,6 @@ def _yaw_quat(d: np.ndarray) -> np.ndarray:
     return np.array([np.cos(half), 0.0, np.sin(half), 0.0])
 
 
-@dataclass
-class _ContactLock:
-    """Foot-lock state of one toe (world space): the lock point, the inertialized offset
-    of the shown toe from its input (point or animation), the previous contact label and
-    animated toe position."""
-
-    locked: bool = False
-    contact: bool = False
-    point: np.ndarray | None = None
-    anim: np.ndarray | None = None
-    offset: np.ndarray = field(default_factory=lambda: np.zeros(3))
-    offset_vel: np.ndarray = field(default_factory=lambda: np.zeros(3))
-
-
 class MotionMatchingController:
     """Motion matching over a :class:`kinema.matching.database.Database`.
 
@@ -150,9 +137,9 @@ class MotionMatchingController:
         self._last_desired = np.zeros(3)
         self._clip_stop = db.ranges[db.clip_of(self.frame), 1]
         names = db.joint_names
-        self._feet = [names.index(db.config.left_foot), names.index(db.config.right_foot)]
-        self._toes = [names.index(db.config.left_toe), names.index(db.config.right_toe)]
-        self._contact = [_ContactLock(), _ContactLock()]
+        self.foot_lock = FootLock(db.parents, [names.index(db.config.left_foot), names.index(db.config.right_foot)],
+                                  [names.index(db.config.left_toe), names.index(db.config.right_toe)],
+                                  self.config.unlock_radius, self.config.lock_halflife)
         self._adjustment = 0.0
 
     # -- pose rows -------------------------------------------------------------------------
@@ -240,52 +227,10 @@ class MotionMatchingController:
         world_rot = quat.mul(np.broadcast_to(yaw, out.rotations.shape), out.rotations)
         contacts = self.db.contacts[self.frame]
         if cfg.foot_lock:
-            world_rot, world_pos = self._lock_feet(world_rot, world_pos, contacts, dt)
+            world_rot, world_pos = self.foot_lock.apply(world_rot, world_pos, contacts, dt)
         return MatchingOutput(world_pos, world_rot, self.root_position.copy(), self.root_direction.copy(),
                               self.frame, contacts.copy(), searched, transitioned,
                               self._adjustment)
-
-    def _lock_feet(self, rot: np.ndarray, pos: np.ndarray, contacts: np.ndarray, dt: float
-                   ) -> tuple[np.ndarray, np.ndarray]:
-        """Online foot locking with two-bone leg IK (see MatchingConfig.foot_lock), as MM.
-
-        Each toe's target is an inertialized stream: the animated toe, or while locked the
-        world point where its contact began; switching between the two inertializes the
-        offset (position and velocity, ``lock_halflife``), so the toe neither jumps on lock
-        nor on release. The leg is then solved so the ankle moves by the same offset as
-        the toe (the foot keeps its world rotation, so the toe lands on its target).
-        """
-        from kinema.ik.pose import solve_pose
-        cfg = self.config
-        parents = np.asarray(self.db.parents)
-        for k, (foot, toe) in enumerate(zip(self._feet, self._toes)):
-            st = self._contact[k]
-            anim = pos[toe].copy()
-            anim_vel = np.zeros(3) if st.anim is None else (anim - st.anim) / max(dt, 1e-9)
-            st.anim = anim
-            st.offset, st.offset_vel = springs.decay_spring(st.offset, st.offset_vel, cfg.lock_halflife, dt)
-            target = (st.point if st.locked else anim) + st.offset
-            unlock = st.locked and float(np.linalg.norm(st.point - anim)) > cfg.unlock_radius
-            if contacts[k] and not st.contact:  # contact begins: lock where the toe is shown now
-                st.locked = True
-                st.offset_vel = np.zeros(3)  # a planted toe stops (the label says it is still)
-                st.point = target.copy()
-                st.offset = np.zeros(3)
-            elif st.locked and ((st.contact and not contacts[k]) or unlock):  # release to the animation
-                st.locked = False
-                st.offset = target - anim
-                st.offset_vel = st.offset_vel - anim_vel
-            st.contact = bool(contacts[k])
-            delta = target - anim
-            if float(np.linalg.norm(delta)) < 1e-5:
-                continue
-            knee = int(parents[foot])
-            hip = int(parents[knee])
-            mid = 0.5 * (pos[hip] + pos[foot])
-            res = solve_pose(rot[None], pos[None], parents, hip, {foot: (pos[foot] + delta)[None]},
-                             poles={knee: (pos[knee] + (pos[knee] - mid))[None]}, max_iterations=10)
-            rot, pos = res.rotations[0], res.positions[0]
-        return rot, pos
 
     def _move_root(self, dt: float) -> None:
         """Root motion of the playing row, then pull toward the simulation and clamp."""
