@@ -1,8 +1,10 @@
 """SearchIndex returns exactly the brute-force k nearest rows, with every exclusion kind.
 
-The oracle here is an independent float64 computation (not the module's own brute force):
-indices must agree wherever costs are not tied within float32 rounding, and costs must
-agree to float32 precision. Real-feature checks live in test_database.py.
+Two oracles: an independent float64 computation (indices must agree wherever costs are not
+tied within float32 rounding, costs to float32 precision) and the module's brute force
+(same float32 cost kernel: indices and costs bit for bit). Real features: LaFAN1 and
+Bandai-Namco databases built from ../shared/data (60 Hz, mirrored); synthetic data covers
+shapes, ties and far-from-origin rounding.
 """
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import numpy as np
 import pytest
 
 from kinema.errors import KinemaError
+from kinema.matching.database import build_from_paths
 from kinema.matching.search import Exclusion, SearchIndex, brute_force
 
 
@@ -189,3 +192,90 @@ def test_far_from_origin_readonly_and_strided_inputs():
     np.testing.assert_array_equal(cost, rc)
     i1, c1 = index.search(q[3], k=4, exclude=Exclusion(current=int(src[3]), around=3, clip_end=5, mask=mask))
     np.testing.assert_array_equal(i1, ri[3])
+
+
+def test_threads_give_the_same_result(data):
+    feats, ranges, index = data
+    src, q = _queries(feats, 301, 13)
+    ex = Exclusion(current=src, around=10, clip_end=5)
+    one = index.search(q, k=4, exclude=ex)
+    for threads in (2, 3):
+        many = index.search(q, k=4, exclude=ex, threads=threads)
+        np.testing.assert_array_equal(many[0], one[0])
+        np.testing.assert_array_equal(many[1], one[1])
+    with pytest.raises(KinemaError):
+        index.search(q, threads=0)
+
+
+def test_many_exact_ties_overflow_the_candidate_buffer():
+    """Thousands of identical rows: every one is a candidate, far more than the kernel's first
+    buffer holds, so it must grow the buffer and resume; the lowest rows win the ties."""
+    rng = np.random.default_rng(14)
+    other = rng.normal(3.0, 1.0, (500, 4)).astype(np.float32)
+    feats = np.concatenate([np.zeros((6000, 4), np.float32), other])
+    index = SearchIndex(feats)
+    q = np.zeros((3, 4), np.float32)
+    idx, cost = index.search(q, k=5)
+    np.testing.assert_array_equal(idx, np.tile(np.arange(5), (3, 1)))
+    assert np.all(cost == 0)
+    ri, rc = brute_force(feats, q, k=5)
+    np.testing.assert_array_equal(idx, ri)
+    mask = np.ones(len(feats), bool)
+    mask[:3000] = False
+    idx1, _ = index.search(q[0], k=2, exclude=Exclusion(mask=mask))
+    np.testing.assert_array_equal(idx1, [3000, 3001])
+
+
+@pytest.fixture(scope="module", params=["lafan1", "bandai"])
+def real(request, shared_data):
+    """Matching features of a real database (60 Hz, mirrored) and its index."""
+    if request.param == "lafan1":
+        db = build_from_paths([shared_data / "lafan1"], "lafan1", mirror=True, progress=False)
+    else:
+        db = build_from_paths([shared_data / "bandai_namco" / "dataset-1"], "bandai", mirror=True, progress=False)
+    return db.features, db.ranges, SearchIndex(db.features, db.ranges)
+
+
+def _real_queries(feats, n, seed):
+    """Rows with noise of several scales (0: queries on the data, 1.0: far off it)."""
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, len(feats), n)
+    sigma = rng.choice([0.0, 0.02, 0.1, 0.3, 1.0], n)[:, None]
+    return src, (feats[src] + sigma * rng.normal(size=(n, feats.shape[1]))).astype(np.float32)
+
+
+def test_real_features_equal_brute_force_with_exclusions(real):
+    """Thousands of queries on real LaFAN1 / Bandai features under every exclusion kind:
+    indices and costs bit-identical to the module's brute force."""
+    feats, ranges, index = real
+    src, q = _real_queries(feats, 1600, 21)
+    clip = np.searchsorted(ranges[:, 1], src, side="right")
+    own = np.stack([clip, clip ^ 1], axis=1)  # a clip and its mirror twin
+    rng = np.random.default_rng(22)
+    mask = rng.random(len(feats)) > 0.5
+    settings = [(None, 4), (Exclusion(current=src, around=20, clip_end=20), 4),
+                (Exclusion(current=src, around=0), 1), (Exclusion(clips=own, clip_end=1), 4),
+                (Exclusion(mask=mask, current=src, around=60), 9)]
+    for i, (ex, k) in enumerate(settings):
+        part = slice(i * 320, (i + 1) * 320)
+        if ex is not None:  # this part's queries only
+            ex = Exclusion(current=None if ex.current is None else ex.current[part], around=ex.around,
+                           clip_end=ex.clip_end, clips=None if ex.clips is None else ex.clips[part], mask=ex.mask)
+        idx, cost = index.search(q[part], k=k, exclude=ex)
+        ri, rc = brute_force(feats, q[part], k=k, exclude=ex, ranges=ranges)
+        np.testing.assert_array_equal(idx, ri)
+        np.testing.assert_array_equal(cost, rc)
+    # one query at a time gives the batch's answer
+    ex = Exclusion(current=src[:40], around=20, clip_end=20)
+    bi, bc = index.search(q[:40], k=4, exclude=ex)
+    for j in range(40):
+        si, sc = index.search(q[j], k=4, exclude=Exclusion(current=int(src[j]), around=20, clip_end=20))
+        np.testing.assert_array_equal(si, bi[j])
+        np.testing.assert_array_equal(sc, bc[j])
+
+
+def test_real_features_match_float64_oracle(real):
+    feats, ranges, index = real
+    _, q = _real_queries(feats, 120, 23)
+    idx, cost = index.search(q, k=4)
+    _assert_exact(idx, cost, _oracle(feats, q, 4, np.ones(len(feats), bool)), 4)
