@@ -20,7 +20,13 @@ exclusions the module's own ``brute_force`` (one cost kernel, rules over every r
 Batched: ``numpy_brute_blas`` (|f|^2 - 2 Q F^T in chunks of 64, one GEMM per chunk) and
 ``numpy_brute_blas_ex`` (the same with excluded rows set to inf).
 
-    .venv/bin/python benchmarks/bench_matching.py [--no-1m] [--repeat R]
+A second table runs the batches on ``--threads`` threads (default 2): kinema's
+``search(..., threads=T)``, cKDTree with ``workers=T`` and the BLAS brute force split over T
+Python threads (one BLAS thread each; NumPy releases the GIL in GEMM and argpartition), so
+every method gets the same threads. Those ratios use wall time (process CPU time adds the
+threads up); the one-core table above is the headline.
+
+    .venv/bin/python benchmarks/bench_matching.py [--no-1m] [--repeat R] [--threads T]
 """
 from __future__ import annotations
 
@@ -36,6 +42,7 @@ import itertools  # noqa: E402
 import resource  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
+from concurrent.futures import ThreadPoolExecutor  # noqa: E402
 
 import numpy as np  # noqa: E402
 from scipy.spatial import cKDTree  # noqa: E402
@@ -113,6 +120,13 @@ def numpy_brute_blas_ex(features: np.ndarray, norms_ok: np.ndarray, queries: np.
     return np.concatenate(out)
 
 
+def split_blas(features: np.ndarray, norms: np.ndarray, queries: np.ndarray, pool: ThreadPoolExecutor,
+               threads: int) -> np.ndarray:
+    """:func:`numpy_brute_blas` with the queries split over ``threads`` threads."""
+    parts = np.array_split(queries, threads)
+    return np.concatenate(list(pool.map(lambda part: numpy_brute_blas(features, norms, part), parts)))
+
+
 def timed(fn, repeat: int, warmup: int = 1) -> tuple[float, float]:
     """(median wall time, median process CPU time) of ``fn()`` in seconds, same calls."""
     cpu: list[float] = []
@@ -130,7 +144,8 @@ def _rss_mb() -> float:
         return int(f.read().split()[1]) * resource.getpagesize() / 2**20
 
 
-def bench(name: str, feats: np.ndarray, ranges: np.ndarray, info: dict, repeat: int, rows: list) -> None:
+def bench(name: str, feats: np.ndarray, ranges: np.ndarray, info: dict, repeat: int, rows: list,
+          threads: int, mc_rows: list) -> None:
     n = len(feats)
     rng = np.random.default_rng(0)
     src = rng.integers(0, n, 1300)
@@ -197,6 +212,18 @@ def bench(name: str, feats: np.ndarray, ranges: np.ndarray, info: dict, repeat: 
     tb_blas_ex = np.array(timed(lambda: numpy_brute_blas_ex(feats, norms_ok, batch[:nbb], bsrc[:nbb], 20, ranges,
                                                          clip_of_row), repeat=3)) / nbb
 
+    # the same batches on `threads` threads for every method (wall time)
+    with ThreadPoolExecutor(threads) as pool:
+        assert np.array_equal(index.search(batch, k=4, threads=threads)[0], ours_i)
+        tm_ours = timed(lambda: index.search(batch, k=4, threads=threads), repeat=3)[0] / nb
+        tm_kd = timed(lambda: tree.query(batch, k=4, workers=threads), repeat=3)[0] / nb
+        tm_blas = timed(lambda: split_blas(feats, norms, batch[:nbb], pool, threads), repeat=3)[0] / nbb
+    mc_rows += [
+        [name, n, f"kinema SearchIndex, {threads} threads", tm_ours * 1e6, tm_kd / tm_ours, tm_blas / tm_ours],
+        [name, n, f"scipy cKDTree, workers={threads}", tm_kd * 1e6, 1.0, tm_blas / tm_kd],
+        [name, n, f"NumPy brute force BLAS, {threads} threads", tm_blas * 1e6, tm_kd / tm_blas, 1.0],
+    ]
+
     us = 1e6
     c = 1  # ratios from CPU time
     rows += [
@@ -223,23 +250,28 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-1m", action="store_true", help="skip the 1,000,000-row database")
     parser.add_argument("--repeat", type=int, default=300, help="single queries timed per method")
+    parser.add_argument("--threads", type=int, default=2, help="threads per method in the multi-core table")
     args = parser.parse_args(argv)
     if shared_root() is None:
         print("bench_matching: ../shared/data not found (set KINEMA_DATA); skipped")
         return 0
     rows: list = []
+    mc_rows: list = []
     feats, ranges, info = build_biped(60.0)
-    bench("bipeds 60 Hz + mirror", feats, ranges, info, args.repeat, rows)
+    bench("bipeds 60 Hz + mirror", feats, ranges, info, args.repeat, rows, args.threads, mc_rows)
     if not args.no_1m:
         fps = 60.0 * 1_000_000 / len(feats)
         del feats, ranges
         feats, ranges, info = build_biped(fps)
-        bench(f"same at {fps:.0f} Hz", feats, ranges, info, args.repeat, rows)
+        bench(f"same at {fps:.0f} Hz", feats, ranges, info, args.repeat, rows, args.threads, mc_rows)
     print_table("exact top-4 search (single: median per query; batched: 1000 queries (brute force 256), per "
                 "query; ratios: speed-ups of the row's method in process CPU time)",
                 ["database", "rows", "method", "single us wall", "single us CPU", "batched us/q wall",
                  "batched us/q CPU", "x vs cKDTree single", "x vs brute single", "x vs cKDTree batched",
                  "x vs brute batched"], rows)
+    print_table(f"batched exact top-4 on {args.threads} threads per method (1000 queries (brute force 256), wall "
+                "time per query; ratios: speed-ups of the row's method in wall time)",
+                ["database", "rows", "method", "batched us/q wall", "x vs cKDTree", "x vs brute force"], mc_rows)
     print("\nBatched brute force uses BLAS (|f|^2 - 2 Q F^T, chunks of 64), single brute force the plain "
           "difference of squares (the gemv row: |f|^2 - 2 F q); with exclusions, single: the module's "
           "brute_force, batched: BLAS with excluded rows set to inf. cKDTree batched runs with workers=1 "
