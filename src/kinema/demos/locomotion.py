@@ -10,6 +10,11 @@ shared data folder: :class:`kinema.demos.styles.StylePlayer` walks the character
 stick's direction at the style's own pace, keys 5-9 or the GUI dropdown pick the style
 (normal, angry, old, proud, tired), switched at the best-matching frame with a blend.
 
+The drawn pose of every controller mode has its toes locked while the controller's contacts
+say they are planted (:class:`kinema.control.footlock.FootLock`, leg IK): the model's
+predicted contacts for the networks, the database's for motion matching. The controller
+keeps its own pose; a switch releases the locks without a pop (``--no-foot-lock``: off).
+
 Drawing: the LaFAN1 skinned character (``characters/lafan1_character/character.bin`` in the
 shared data folder) when the model's skeleton is LaFAN1's and the file exists, else the
 procedural body (a capsule per bone; always for the Bandai styles' skeleton), with the
@@ -25,7 +30,9 @@ turn right, stop, walk back) is run with every controller in turn from the same 
 ``metrics.json`` gets, per controller, the distance between the character's root and the
 simulation object (trajectory following; by default the root is pulled toward the
 simulation object as Motion Matching does, :func:`adjust_root`), heading error, foot skating (horizontal toe
-speed while the toe is within 2.5 cm of the floor), speed and time per frame. With
+speed of the drawn pose while the toe is within 2.5 cm of the floor; and, as
+``foot_skate_in_contact_cm_s``, while the controller's contact label for it is on), speed,
+time per frame and whether the foot lock was on (with its time per frame). With
 ``--render`` (needs kinema.render) each controller's run is also written as an MP4, and
 ``metrics.json`` gets, per rendered frame, the camera and the hips' pixel.
 ``--controller styles`` runs the styles instead (not part of ``all``): ``--style NAME``
@@ -114,6 +121,8 @@ def cached_database(checkpoint: Path, cache: Path, data: str | None = None):
 
 ADJUST_HALFLIFE = 0.2   # s, position and facing pulled toward the simulation object
 ADJUST_CLAMP = 0.5      # m, the root never lags the simulation object by more
+FOOT_LOCK_UNLOCK_RADIUS = 0.2   # m, a locked toe lets go when the animated one is this far (MM)
+FOOT_LOCK_HALFLIFE = 0.1        # s, lock/release offsets decay with this halflife (MM)
 
 
 def adjust_root(ctl, position: np.ndarray, direction: np.ndarray, dt: float) -> None:
@@ -270,10 +279,15 @@ class Locomotion:
         character: skinned character drawn for the controller's skeleton, or None (procedural body).
         styles: a :class:`StyleDriver` for the ``styles`` mode, or None when unavailable.
         style_schedule: headless: style as a function of the frame index, or None.
+        foot_lock: lock the toes of the drawn (and measured) pose of every controller mode
+            with :class:`kinema.control.footlock.FootLock`, driven by the controller's
+            contacts (the model's predicted ones, the database's for ``matching``); the
+            controller itself keeps its own pose.
     """
 
     def __init__(self, controller, script=None, walk: bool = True, adjust: bool = True, character=None,
-                 styles: StyleDriver | None = None, style_schedule=None):
+                 styles: StyleDriver | None = None, style_schedule=None, foot_lock: bool = True):
+        from kinema.control.footlock import FootLock
         from kinema.control.trajectory import TrajectoryController
 
         self.ctl, self.script, self.walk, self.adjust = controller, script, walk, adjust
@@ -283,6 +297,11 @@ class Locomotion:
         self.t = 0.0
         self.frame = 0
         self.log: list[tuple] = []
+        roles = controller.db.roles
+        self.lock = FootLock(controller.db.parents, [roles["left_foot"], roles["right_foot"]],
+                             [roles["left_toe"], roles["right_toe"]],
+                             FOOT_LOCK_UNLOCK_RADIUS, FOOT_LOCK_HALFLIFE) if foot_lock else None
+        self.shown: tuple[np.ndarray, np.ndarray] | None = None   # world (rotations, positions) drawn
 
     @property
     def mode(self) -> str:
@@ -297,9 +316,15 @@ class Locomotion:
                 self.styles.place(*self.ctl.root)
             self.styling = True
             return
+        if self.lock is not None:   # the toes' lock points belong to the previous mode's motion
+            if self.styling:
+                self.lock.reset()      # the character is placed anew at the walker's root
+            elif mode != self.ctl.mode:
+                self.lock.release()    # inertialized: the shown toes do not pop
         if self.styling:
             pos, d = self.styles.root
             self.ctl.root_pos[0], self.ctl.root_dir[0] = pos, d
+            self.shown = None
         self.styling = False
         self.ctl.set_mode(mode)
 
@@ -317,6 +342,9 @@ class Locomotion:
         self.t = 0.0
         self.frame = 0
         self.log = []
+        self.shown = None
+        if self.lock is not None:
+            self.lock.reset()
 
     def update(self, dt: float) -> None:
         walk = self.walk
@@ -350,6 +378,7 @@ class Locomotion:
             root_pos, root_dir = self.styles.root
             sim.position = root_pos.astype(np.float64)   # the style sets the pace: the simulation follows
             joints = self.styles.joint_positions().copy()
+            lock_cost = 0.0
         else:
             root_pos, root_dir = self.ctl.root
             control = self.traj.predict().features(root_pos, root_dir)
@@ -358,10 +387,30 @@ class Locomotion:
             if self.adjust:
                 adjust_root(self.ctl, sim.position, sim.direction, dt)
             root_pos, root_dir = self.ctl.root
-            joints = self.ctl.joint_positions()
-        self.log.append((root_pos, root_dir, sim.position.copy(), sim.direction.copy(), joints, cost))
+            t0 = time.perf_counter()
+            self.shown = self.pose()
+            lock_cost = time.perf_counter() - t0
+            joints = self.shown[1].copy()
+        contacts = np.zeros(2, bool) if self.styling else self.ctl.contacts > 0.5
+        self.log.append((root_pos, root_dir, sim.position.copy(), sim.direction.copy(), joints, cost, lock_cost,
+                         contacts))
         self.t += dt
         self.frame += 1
+
+    def pose(self) -> tuple[np.ndarray, np.ndarray]:
+        """The controller's world pose now (rotations (J, 4), positions (J, 3)), foot-locked
+        with the controller's contacts when the lock is on (this advances the lock by one
+        60 Hz frame: call it once per step)."""
+        rot, pos = world_pose(self.ctl)
+        if self.lock is None:
+            return rot, pos
+        rot, pos = self.lock.apply(rot.astype(np.float64), pos.astype(np.float64), self.ctl.contacts, 1 / 60)
+        return rot.astype(np.float32), pos.astype(np.float32)
+
+    def shown_pose(self) -> tuple[np.ndarray, np.ndarray]:
+        """World pose (rotations (J, 4), positions (J, 3)) drawn for the controller: the one
+        of the last step (before the first step, the controller's unlocked pose)."""
+        return self.shown if self.shown is not None else world_pose(self.ctl)
 
     def draw(self, renderer) -> None:
         if getattr(renderer, "debug", None) is None:
@@ -370,13 +419,12 @@ class Locomotion:
             joints = self.styles.joint_positions()
             renderer.draw_body(joints, self.styles.parents, color=(0.35, 0.55, 0.85, 1.0))
         else:
-            joints = self.ctl.joint_positions()
+            rot, pos = self.shown_pose()
             if self.character is not None and hasattr(renderer, "draw_character"):
-                rot, pos = world_pose(self.ctl)
                 renderer.draw_character(self.character, *character_pose(self.character, self.ctl.db.joint_names,
                                                                         rot, pos))
             else:
-                renderer.draw_body(joints, self.ctl.db.parents)
+                renderer.draw_body(pos, self.ctl.db.parents)
         pred = self.traj.predict()
         renderer.debug.trajectory(np.vstack([self.traj.sim.position[None], pred.positions]),
                                   np.vstack([self.traj.sim.direction[None], pred.directions]))
@@ -388,7 +436,7 @@ class Locomotion:
         """World position (3,) of the drawn character's hips (its first moving joint)."""
         if self.styling:
             return self.styles.joint_positions()[self.styles.player.hips].copy()
-        return self.ctl.joint_positions()[0].copy()
+        return self.shown_pose()[1][0].copy()
 
     def gui(self, ui) -> None:
         panel, label = getattr(ui, "panel", None), getattr(ui, "label", None)
@@ -423,6 +471,8 @@ class Locomotion:
         out = {"frames": len(self.log), "finite": bool(np.isfinite(joints).all()),
                "heading_error_deg": float(heading.mean()), "distance_travelled_m": float(travelled),
                "ms_per_frame": 1e3 * float(np.mean([r[5] for r in self.log]))}
+        if not self.styling:
+            out.update(foot_lock=self.lock is not None, foot_lock_ms_per_frame=1e3 * float(np.mean([r[6] for r in self.log])))
         if self.styling:       # the style sets the pace (the simulation follows): no trajectory error
             out.update(styles=list(self.styles.styles), switches=self.styles.player.switches,
                        segments=self.styles.segments())
@@ -435,6 +485,8 @@ class Locomotion:
         speed = np.linalg.norm(np.diff(toes[..., [0, 2]], axis=0), axis=-1) * 60.0 * 100.0
         low = toes[1:, :, 1] < floor
         out["foot_skate_cm_s"] = float(speed[low].mean()) if low.any() else 0.0
+        planted = np.array([r[7] for r in self.log[1:]], bool)
+        out["foot_skate_in_contact_cm_s"] = float(speed[planted].mean()) if planted.any() else 0.0
         return out
 
 
@@ -462,6 +514,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--render", action="store_true", help="headless: also write an MP4 per controller")
     parser.add_argument("--no-adjust", action="store_true",
                         help="do not pull the character's root toward the simulation object")
+    parser.add_argument("--no-foot-lock", action="store_true",
+                        help="draw and measure the controllers' poses without foot locking")
     parser.add_argument("--width", type=int, default=960)
     parser.add_argument("--height", type=int, default=540)
 
@@ -542,7 +596,8 @@ def run(args: argparse.Namespace) -> int:
         from kinema.engine import App, Scene
         from kinema.render import Renderer
         styles, _ = load_styles(args)
-        program = Locomotion(ctl, walk=True, adjust=not args.no_adjust, character=character, styles=styles)
+        program = Locomotion(ctl, walk=True, adjust=not args.no_adjust, character=character, styles=styles,
+                             foot_lock=not args.no_foot_lock)
         if args.controller not in ("all",):
             program.set_mode(args.controller)
         app = App(Scene("locomotion"), program, mode="standalone", fps=60.0,
@@ -557,6 +612,8 @@ def run(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     result = {"checkpoint": str(checkpoint), "baseline": None if baseline is None else str(baseline),
               "root_adjustment": None if args.no_adjust else {"halflife_s": ADJUST_HALFLIFE, "clamp_m": ADJUST_CLAMP},
+              "foot_lock": None if args.no_foot_lock else {"unlock_radius_m": FOOT_LOCK_UNLOCK_RADIUS,
+                                                             "halflife_s": FOOT_LOCK_HALFLIFE},
               "database": db.fingerprint, "frames": frames, "track": TRACK,
               "character": None if character is None else "skinned", "controllers": {}}
     if styles is not None:
@@ -564,7 +621,7 @@ def run(args: argparse.Namespace) -> int:
     for mode in modes:
         program = Locomotion(ctl, script=scripted_stick, adjust=not args.no_adjust, character=character,
                              styles=styles, style_schedule=None if styles is None else
-                             style_schedule(schedule, args.style_every))
+                             style_schedule(schedule, args.style_every), foot_lock=not args.no_foot_lock)
         ctl.set_mode(mode if mode != "styles" else "matching")
         program.reset()
         program.set_mode(mode)
@@ -586,8 +643,10 @@ def run(args: argparse.Namespace) -> int:
                       f"{m['heading_error_deg']:.1f} deg")
             continue
         print(f"{mode:>13}: trajectory error {m['trajectory_error_m']:.3f} m (max {m['trajectory_error_max_m']:.3f}), "
-              f"heading {m['heading_error_deg']:.1f} deg, skate {m['foot_skate_cm_s']:.1f} cm/s, "
-              f"{m['ms_per_frame']:.2f} ms/frame")
+              f"heading {m['heading_error_deg']:.1f} deg, skate {m['foot_skate_cm_s']:.1f} cm/s "
+              f"(in contact {m['foot_skate_in_contact_cm_s']:.1f}), "
+              f"{m['ms_per_frame']:.2f} ms/frame, foot lock {'on' if m['foot_lock'] else 'off'} "
+              f"({m['foot_lock_ms_per_frame']:.2f} ms/frame)")
     write_metrics(args.out, result)
     print(f"wrote {args.out / 'metrics.json'}")
     return 0
