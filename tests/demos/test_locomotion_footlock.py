@@ -30,13 +30,18 @@ def cache(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def runs(cache, sample_data):
+def controller(cache, sample_data):
     import torch
 
     torch.set_num_threads(1)
     checkpoint = loco.MODEL_DIR / loco.SAMPLE_MODEL
     db = loco.cached_database(checkpoint, cache)
-    ctl = RetrievalController(checkpoint, db, loco.MODEL_DIR / loco.SAMPLE_BASELINE)
+    return RetrievalController(checkpoint, db, loco.MODEL_DIR / loco.SAMPLE_BASELINE)
+
+
+@pytest.fixture(scope="module")
+def runs(controller):
+    ctl, db = controller, controller.db
     out = {}
     for mode in MODES:
         for lock in (False, True):
@@ -76,6 +81,29 @@ def test_bone_lengths_stay_intact(runs, mode):
     moved = np.abs(shown - raw).max((1, 2)) > 1e-4
     assert moved.mean() > 0.2                      # the lock acted on many frames
     np.testing.assert_allclose(bones(shown), bones(raw), atol=2e-4)   # metres (float32 pose)
+
+
+def test_a_live_switch_does_not_pop_the_toes(controller):
+    """Switching controllers mid-stride (keys 1-3) releases the locks through their
+    inertialized offsets: the drawn toes move no more at a switch than the controller's own
+    pose does (forgetting the locks instead snapped them back by up to 25 cm on this run)."""
+    ctl = controller
+    toes = [ctl.db.roles["left_toe"], ctl.db.roles["right_toe"]]
+    ctl.set_mode("retrieval")
+    program = loco.Locomotion(ctl, script=loco.scripted_stick)
+    program.reset()
+    order, shown, raw = ["matching", "no_retrieval", "retrieval", "matching"], [], []
+    for f in range(270):
+        if f % 60 == 30:
+            program.set_mode(order[f // 60])
+        program.step(loco.scripted_stick(program.t), 1 / 60, True)
+        shown.append(program.shown[1][toes])
+        raw.append(loco.world_pose(ctl)[1][toes])
+    assert program.mode == "matching"
+    step_shown = np.linalg.norm(np.diff(np.array(shown), axis=0), axis=-1).max(-1)
+    step_raw = np.linalg.norm(np.diff(np.array(raw), axis=0), axis=-1).max(-1)
+    at_switch = [f - 1 for f in range(30, 270, 60)]
+    assert np.all(step_shown[at_switch] <= step_raw[at_switch] + 0.01)
 
 
 def test_cli_flag_and_metrics(runs, cache, tmp_path):
