@@ -136,3 +136,35 @@ def test_mutated_fbx_files_give_results_or_format_errors(shared_data, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     ok, errors = map(int, proc.stdout.split()[1:])
     assert ok + errors == 80 and errors > 0
+
+
+def test_a_reader_killed_by_a_signal_is_retried_then_reported(shared_data, tmp_path, monkeypatch):
+    """The forked reader that dies by a signal is tried again; one that dies every time
+    is a FormatError naming the exit code, never a crash of the caller."""
+    import os
+    import signal
+
+    from kinema.errors import FormatError
+    from kinema.io import fbx
+
+    path = next(iter(sorted((shared_data / "characters").rglob("*.fbx"))), None)
+    assert path is not None, "no FBX in the shared data"
+    real = fbx._session_result
+    marker = tmp_path / "attempts"
+
+    def crash_first(p, fn, close=True):     # runs in the forked child
+        n = len(marker.read_text()) if marker.exists() else 0
+        marker.write_text("x" * (n + 1))
+        if n == 0:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return real(p, fn, close)
+
+    monkeypatch.setattr(fbx, "_session_result", crash_first)
+    assert fbx.info(path)["has_mesh"] and marker.read_text() == "xx"
+
+    def always(p, fn, close=True):
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+    monkeypatch.setattr(fbx, "_session_result", always)
+    with pytest.raises(FormatError, match=r"exit code -11, 3 attempts"):
+        fbx.info(path)
