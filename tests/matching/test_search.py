@@ -14,6 +14,7 @@ import pytest
 from kinema.errors import KinemaError
 from kinema.matching.database import build_from_paths
 from kinema.matching.search import Exclusion, SearchIndex, brute_force
+from kinema.matching.search_kernels import segment_spread
 
 
 def _motion_like(num_clips: int, length: int, dims: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -152,6 +153,20 @@ def test_sizes_and_tree_shapes(n, leaf, fanout):
     idx, cost = index.search(q, k=k)
     _assert_exact(idx, cost, _oracle(feats, q, k, np.ones(n, bool)), k)
     assert sorted(index.perm.tolist()) == list(range(n))
+
+
+def test_segment_spread_is_the_quartile_spread():
+    """The split-axis statistic: upper minus lower quartile per segment and column (order
+    statistics m - 1 - m // 4 and m // 4), ties and a partial last segment included."""
+    rng = np.random.default_rng(15)
+    for n, size in ((1, 4), (7, 3), (100, 16), (1000, 64), (999, 256)):
+        for x in (rng.normal(size=(n, 5)), rng.integers(0, 4, (n, 5))):
+            x = x.astype(np.float32)
+            got = segment_spread(x, size, 4096)
+            for g, lo in enumerate(range(0, n, size)):
+                seg = np.sort(x[lo:lo + size], axis=0)
+                m = len(seg)
+                np.testing.assert_array_equal(got[g], seg[m - 1 - m // 4] - seg[m // 4])
 
 
 def test_bad_input_raises():

@@ -7,7 +7,7 @@ of the database:
 
 * **Tree.** Rows are rotated into the principal axes of the features (float64, then one
   float32 copy padded to a multiple of 8 columns) and reordered by recursive median splits
-  along the axis of largest variance into a complete binary tree whose leaves are blocks of
+  along the axis of largest quartile spread into a complete binary tree whose leaves are blocks of
   ``leaf_size`` consecutive rows. Every ``log2(fanout)``-th level is kept, each node with
   the [lo, hi] bounding box of its float32 rows, so the box's distance to a query is a
   lower bound of the cost of every row inside it.
@@ -222,15 +222,6 @@ def brute_force(features: np.ndarray, queries: np.ndarray, k: int = 4, exclude: 
     return _finish(np.concatenate(qids), np.concatenate(rows), np.concatenate(costs), len(q), k, single)
 
 
-def _segment_var(x: np.ndarray, size: int) -> np.ndarray:
-    """Per-column variance (S, D) of consecutive row segments of ``size`` (last partial)."""
-    full = len(x) // size
-    var = x[:full * size].reshape(full, size, x.shape[1]).var(axis=1)
-    if full * size < len(x):
-        var = np.concatenate([var, x[full * size:].var(axis=0, keepdims=True)])
-    return var
-
-
 def _segment_min_max(x: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     """Per-column min and max (S, D) of consecutive row segments of ``size`` (last partial)."""
     full = len(x) // size
@@ -341,8 +332,10 @@ class SearchIndex:
 
         Node i at depth d covers leaves [i * 2^(depth-d), (i+1) * 2^(depth-d)) (clipped to
         the data), so leaf j is rows [j * leaf_size, (j+1) * leaf_size) of the order; full
-        nodes split at the median of their axis of largest variance (tighter boxes than the
-        widest axis: ~1.3x faster batches on the biped benchmark).
+        nodes split at the median of their axis of largest quartile spread (upper minus
+        lower quartile, from at most 256 strided rows of the node): outlying rows no longer
+        pick the axis, and on the biped benchmark a query's search needs ~30% fewer leaves
+        than with the widest axis (38.9 vs 54.4 leaf boxes within the final k-th cost).
         """
         n = len(y)
         order = np.arange(n)
@@ -355,7 +348,7 @@ class SearchIndex:
             used = counts > 0
             s = bounds[:-1][used]
             lo, hi = _segment_min_max(yo, span)
-            axis = np.argmax(_segment_var(yo, span), axis=1)
+            axis = np.argmax(kern.segment_spread(yo, span), axis=1)
             node_of = np.repeat(np.arange(len(s)), counts[used])
             a = axis[node_of]
             lo_a = lo[np.arange(len(s)), axis].astype(np.float64)

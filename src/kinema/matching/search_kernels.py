@@ -48,6 +48,56 @@ def rotate_queries(q: np.ndarray, mean: np.ndarray, basis: np.ndarray, width: in
 
 
 @numba.njit(cache=True, nogil=True)
+def segment_spread(x: np.ndarray, size: int, samples: int = 256) -> np.ndarray:
+    """Per-column quartile spread (S, D) of consecutive row segments of ``size`` rows of ``x``
+    (N, D) (the last one partial): upper minus lower quartile, estimated from at most
+    ``samples`` evenly strided rows per segment (it only picks split axes)."""
+    n, dims = x.shape
+    segs = -(-n // size)
+    out = np.empty((segs, dims), np.float32)
+    buf = np.empty(min(size, samples), np.float32)
+    for g in range(segs):
+        lo = g * size
+        hi = min(lo + size, n)
+        stride = -(-(hi - lo) // samples)
+        m = -(-(hi - lo) // stride)
+        a, b = m // 4, m - 1 - m // 4
+        for j in range(dims):
+            for i in range(m):
+                buf[i] = x[lo + i * stride, j]
+            _select(buf, 0, m, a)
+            _select(buf, a, m, b)
+            out[g, j] = buf[b] - buf[a]
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _select(buf: np.ndarray, lo: int, hi: int, kth: int) -> None:
+    """Reorder ``buf[lo:hi]`` so that ``buf[kth]`` holds the value a sort would put there,
+    smaller-or-equal values before it and greater-or-equal after (quickselect)."""
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        a, b, c = buf[lo], buf[mid], buf[hi - 1]
+        pivot = max(min(a, b), min(max(a, b), c))  # median of three
+        i, j = lo, hi - 1
+        while i <= j:
+            while buf[i] < pivot:
+                i += 1
+            while buf[j] > pivot:
+                j -= 1
+            if i <= j:
+                buf[i], buf[j] = buf[j], buf[i]
+                i += 1
+                j -= 1
+        if kth <= j:
+            hi = j + 1
+        elif kth >= i:
+            lo = i
+        else:
+            return
+
+
+@numba.njit(cache=True, nogil=True)
 def _limit(tau: np.float32, rel: float, err: float) -> np.float32:
     """Largest float32 cost (rotated copy) a row may have and still tie or beat brute
     force's k-th cost, given ``tau``, the k-th best float32 cost found so far.
