@@ -13,6 +13,10 @@ Stages (one set of weights):
 3. ``free`` steps: free-running rollouts of ``free_horizon`` frames with truncated BPTT
    (``detach_every``), candidate dropout kept.
 
+Loss: normalised pose MSE + ``contact_weight`` x contact BCE + ``position_weight`` x the MSE of
+the joint-position columns; with ``tf_mix`` > 0 the stages 2 and 3 add that much of the
+stage-1 teacher-forced loss to each step.
+
 Config (TOML or JSON): sections ``data`` (``clips``: globs, ``sample:``/``shared:``
 prefixes resolve through :mod:`kinema.data`; ``validation``: clip names held out;
 ``database``: a :class:`kinema.matching.config.DatabaseConfig` preset name or dict, default
@@ -69,6 +73,8 @@ class TrainSettings:
     drop_each: float = 0.1
     drop_sequence: float = 0.1
     contact_weight: float = 0.1
+    position_weight: float = 0.0
+    tf_mix: float = 0.0
     eval_every: int = 50
     val_windows: int = 16
     val_horizon: int = 60
@@ -218,8 +224,20 @@ def make_model(cfg: dict, db: Database, retriever: Retriever) -> torch.nn.Module
 
 
 def pose_loss(pred: torch.Tensor, target: torch.Tensor, logits: torch.Tensor, contacts: torch.Tensor,
-              contact_weight: float) -> torch.Tensor:
-    return F.mse_loss(pred, target) + contact_weight * F.binary_cross_entropy_with_logits(logits, contacts)
+              contact_weight: float, positions: slice | None = None, position_weight: float = 0.0) -> torch.Tensor:
+    """MSE of normalised pose vectors (..., P) + ``contact_weight`` x contact BCE, plus
+    ``position_weight`` x the MSE of the joint-position columns ``positions`` (the metric's
+    part of the pose; the other columns are rotations, velocities and root motion)."""
+    loss = F.mse_loss(pred, target) + contact_weight * F.binary_cross_entropy_with_logits(logits, contacts)
+    if position_weight > 0 and positions is not None:
+        loss = loss + position_weight * F.mse_loss(pred[..., positions], target[..., positions])
+    return loss
+
+
+def position_columns(db: Database) -> slice:
+    """Columns of the joint positions in ``db``'s pose vectors."""
+    a, b = {name: (a, b) for name, a, b in db.pose_layout}["joint_positions"]
+    return slice(a, b)
 
 
 def _device(model) -> torch.device:
@@ -244,7 +262,7 @@ def teacher_forced_loss(model, sampler: WindowSampler, s: TrainSettings, rng: np
         mask = t_(keep)
     out, _ = model(t_(b.control), t_(pose), cands, mask)
     return pose_loss(out["pose"], t_(b.target), out["contact_logits"], t_(b.contacts),
-                     s.contact_weight)
+                     s.contact_weight, position_columns(sampler.db), s.position_weight)
 
 
 def rollout_starts(db: Database, clips: np.ndarray, length: int, count: int, rng: np.random.Generator | None,
@@ -271,7 +289,8 @@ def rollout_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSetting
     ex = retriever.exclusions(db.clip_of(starts))
     r = rollout(model, retriever, db, starts, s.context, horizon, exclude=ex, rng=rng, student=student,
                 dropout=(s.drop_all, s.drop_each, s.drop_sequence), detach_every=detach_every)
-    return pose_loss(r.pose, r.target, r.contact_logits, r.target_contacts, s.contact_weight)
+    return pose_loss(r.pose, r.target, r.contact_logits, r.target_contacts, s.contact_weight, position_columns(db),
+                     s.position_weight)
 
 
 @torch.no_grad()
@@ -383,6 +402,8 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
         else:
             stage = "free"
             loss = rollout_loss(model, retriever, train_clips, s, s.free_horizon, 1.0, rng, s.detach_every)
+        if stage != "warmup" and s.tf_mix > 0:   # keep the teacher-forced objective in the rollout stages
+            loss = loss + s.tf_mix * teacher_forced_loss(model, sampler, s, rng)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), s.clip_grad)
@@ -417,7 +438,8 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
         "config": cfg,
         "normalisation": {"pose": norm.to_json(), "feature_mean": db.feature_mean.tolist(),
                           "feature_scale": db.feature_scale.tolist()},
-        "loss_weights": {"pose_mse": 1.0, "contact_bce": s.contact_weight},
+        "loss_weights": {"pose_mse": 1.0, "contact_bce": s.contact_weight, "joint_position_mse": s.position_weight,
+                         "teacher_forced_mix": s.tf_mix},
         "fingerprint": db.fingerprint,
         "database": {"fingerprint": db.fingerprint, "rows": db.rows, "pose_width": db.pose_width,
                      "frame_time": db.frame_time, "clips": db.clip_names, "joints": db.joint_names,
