@@ -13,8 +13,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", help="retrieval database (.npz) or the training config to rebuild it from "
                                      "(default: rebuild from the checkpoint's own config); its fingerprint "
                                      "must equal the checkpoint's")
-    parser.add_argument("--clips", nargs="+", help="held-out motion files (default: the checkpoint's "
-                                                    "validation clips)")
+    parser.add_argument("--clips", nargs="+", help="held-out motion files (default: the checkpoint's test "
+                                                    "clips, or its validation clips when it has none)")
     parser.add_argument("--frames", type=int, default=300, help="free-running frames per window (default 300)")
     parser.add_argument("--context", type=int, default=32, help="teacher-forced warm-up frames (default 32)")
     parser.add_argument("--stride", type=int, default=120, help="frames between window starts (default 120)")
@@ -29,7 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def validation_clips(meta: dict) -> list[str]:
-    """Paths of the checkpoint's validation clips, resolved like its training config."""
+    """Paths of the checkpoint's held-out evaluation clips (its test clips, else its
+    validation clips), resolved like its training config."""
     from pathlib import Path
 
     from kinema.control.retrieval.training import resolve_clips
@@ -37,7 +38,7 @@ def validation_clips(meta: dict) -> list[str]:
     cfg = meta["config"]
     base = cfg["data"].get("base")
     paths = resolve_clips(cfg["data"]["clips"], None if base is None else Path(base))
-    held = set(meta.get("validation_clips", cfg["data"].get("validation", [])))
+    held = set(meta.get("test_clips") or meta.get("validation_clips", cfg["data"].get("validation", [])))
     return [str(p) for p in paths if p.stem in held]
 
 

@@ -18,7 +18,8 @@ the joint-position columns; with ``tf_mix`` > 0 the stages 2 and 3 add that much
 stage-1 teacher-forced loss to each step.
 
 Config (TOML or JSON): sections ``data`` (``clips``: globs, ``sample:``/``shared:``
-prefixes resolve through :mod:`kinema.data`; ``validation``: clip names held out;
+prefixes resolve through :mod:`kinema.data`; ``validation``: clip names held out and used
+to select the checkpoint; ``test``: clip names held out from both, the default evaluation clips;
 ``database``: a :class:`kinema.matching.config.DatabaseConfig` preset name or dict, default
 ``"lafan1"``; ``mirror``: add mirrored clips, default true). The retrieval database is
 :func:`kinema.matching.database.build_database` of the training clips, so
@@ -137,11 +138,18 @@ def database_config(cfg: dict) -> DatabaseConfig:
 
 
 def split_clips(cfg: dict) -> tuple[list[Path], list[Path]]:
-    """(training clips, validation clips) of a config, split by clip name."""
+    """(training clips, validation clips) of a config, split by clip name; the ``test``
+    clips are in neither."""
     data = cfg["data"]
     paths = resolve_clips(data["clips"], Path(data.get("base", ".")))
     held = set(data.get("validation", []))
-    train = [p for p in paths if p.stem not in held]
+    test = set(data.get("test", []))
+    if held & test:
+        raise KinemaError(f"clips both in validation and test: {sorted(held & test)}")
+    missing = sorted((held | test) - {p.stem for p in paths})
+    if missing:
+        raise KinemaError(f"validation/test clips not among the config's clips: {missing}")
+    train = [p for p in paths if p.stem not in held | test]
     val = [p for p in paths if p.stem in held]
     if not train or not val:
         raise KinemaError(f"the split by clip needs training and validation clips (validation={sorted(held)})")
@@ -185,7 +193,8 @@ def db_build_command(cfg: dict) -> str:
         path = Path(pat) if Path(pat).is_absolute() else Path(data.get("base", ".")) / pat
         pats.append(os.path.relpath(path, Path.cwd()))
     spec = data.get("database", "lafan1")
-    exclude = " --exclude " + " ".join(sorted(data["validation"])) if data.get("validation") else ""
+    held = sorted(set(data.get("validation", [])) | set(data.get("test", [])))
+    exclude = " --exclude " + " ".join(held) if held else ""
     return (f"kinema db build {' '.join(pats)}{exclude} --config {spec if isinstance(spec, str) else 'CONFIG.json'}"
             + (" --mirror" if data.get("mirror", True) else "") + " -o DB.npz")
 
@@ -447,6 +456,7 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
                      "sources": db.sources, "pose_layout": [list(g) for g in db.pose_layout],
                      "build_command": db_build_command(cfg)},
         "validation_clips": sorted(set(n.removesuffix("_mirror") for n in val.clip_names)),
+        "test_clips": sorted(cfg["data"].get("test", [])),
         "retrieval": {"k": retriever.k, "top": retriever.top, "tau": retriever.tau, "refresh": retriever.refresh},
         "history": {"epochs": history, "first": history[0], "best": best_rec, "last": history[-1]},
         "parameters": model.parameter_groups(),
