@@ -207,8 +207,9 @@ def make_model(cfg: dict, db: Database, retriever: Retriever) -> torch.nn.Module
     fusion = m.pop("fusion", "attention")
     if fusion not in ("attention", "concat"):
         raise KinemaError(f"model.fusion must be 'attention' or 'concat', got {fusion!r}")
-    if fusion == "concat":
+    if fusion == "concat":   # no attention, no gates: drop the attention pathway's settings
         m.pop("retrieval_dim", None)
+        m.pop("gates", None)
         model = ConcatRetrievalMamba(pose_dim=db.pose_width, control_dim=12, contact_dim=2, k=retriever.k, **m)
     else:
         model = RetrievalMamba(pose_dim=db.pose_width, control_dim=12, contact_dim=2, k=retriever.k, **m)
