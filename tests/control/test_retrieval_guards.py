@@ -150,3 +150,19 @@ def test_interrupted_training_resumes_to_the_same_weights(trained, tmp_path):
     cfg["train"]["lr"] = 1e-4
     with pytest.raises(KinemaError, match="another config"):
         train(cfg, out, log=lambda *_: None, resume=True)
+
+
+def test_stability_and_horizon_reports(trained, result, sample_data):
+    """Long rollouts report finiteness and error growth beside the frozen pose's; the
+    horizon table covers the model and every baseline with paired intervals."""
+    path, meta, db, _ = trained
+    res = evaluate(path, db, [sample_data / "games105" / "walk60.bvh"], frames=20, context=8, stride=60,
+                   max_windows=2, stability_frames=120)
+    st = res["stability"]
+    assert st["windows"] >= 1 and st["frames"] == 120 and st["finite"]
+    assert st["max_frame_joint_error_cm"] >= st["first_joint_error_cm"] > 0
+    assert st["copy_previous_max_frame_joint_error_cm"] > 0
+    h = result["free_running"]["horizons"]
+    assert h["frames"] == [15, 30] and set(h["joint_error_cm"]) >= {"with", "without", "copy_previous", "motion_matching"}
+    for name, cis in h["other_minus_model_ci95"].items():
+        assert len(cis) == 2 and all(lo <= hi for lo, hi in cis), name

@@ -142,9 +142,14 @@ def stability(model, retriever: Retriever, source: Database, db: Database, frame
     pred = retriever.norm.denormalise(r.pose.numpy())
     err = np.linalg.norm(joint_positions(db, pred) - joint_positions(db, source.pose[r.rows]), axis=-1).mean(-1) * 100
     chunk = min(300, frames // 2)
+    # the same figures for the frozen last context pose over the same frames (a scale for "bounded")
+    frozen = source.pose[starts + context - 1][:, None]
+    ref = np.linalg.norm(joint_positions(db, frozen) - joint_positions(db, source.pose[r.rows]), axis=-1).mean(-1) * 100
     return {"frames": frames, "windows": int(len(starts)), "finite": bool(np.isfinite(pred).all()),
             "max_frame_joint_error_cm": float(err.max()), "first_joint_error_cm": float(err[:, :chunk].mean()),
             "last_joint_error_cm": float(err[:, -chunk:].mean()), "chunk_frames": chunk,
+            "copy_previous_max_frame_joint_error_cm": float(ref.max()),
+            "copy_previous_last_joint_error_cm": float(ref[:, -chunk:].mean()),
             "root_error_end_m": float(np.linalg.norm((r.root_pos[:, -1] - r.true_pos[:, -1])[:, [0, 2]], axis=-1).mean())}
 
 
