@@ -50,7 +50,11 @@ ensure_venv() {
 }
 
 with_display() {
-    # Rendering needs an X display: use the user's, else a virtual one.
+    # Rendering needs an X display: use the user's, else a virtual one. Mesa wants a private
+    # runtime directory (it prints "XDG_RUNTIME_DIR is invalid" without one, e.g. as root).
+    if [ -z "${XDG_RUNTIME_DIR:-}" ] || [ ! -d "${XDG_RUNTIME_DIR}" ]; then
+        XDG_RUNTIME_DIR="$(mktemp -d)"; export XDG_RUNTIME_DIR
+    fi
     if [ -z "${DISPLAY:-}" ] && command -v xvfb-run >/dev/null 2>&1; then
         xvfb-run -a -s "-screen 0 1920x1080x24" "$@"
     else
