@@ -139,8 +139,9 @@ def test_mutated_fbx_files_give_results_or_format_errors(shared_data, tmp_path):
 
 
 def test_a_reader_killed_by_a_signal_is_retried_then_reported(shared_data, tmp_path, monkeypatch):
-    """The forked reader that dies by a signal is tried again; one that dies every time
-    is a FormatError naming the exit code, never a crash of the caller."""
+    """A forked reader that dies by a signal is tried again (and last in a freshly spawned
+    interpreter); one that dies every time is a FormatError naming the exit code, never a
+    crash of the caller."""
     import os
     import signal
 
@@ -162,9 +163,19 @@ def test_a_reader_killed_by_a_signal_is_retried_then_reported(shared_data, tmp_p
     monkeypatch.setattr(fbx, "_session_result", crash_first)
     assert fbx.info(path)["has_mesh"] and marker.read_text() == "xx"
 
-    def always(p, fn, close=True):
+    def always(p, fn, close=True):          # every forked child dies
         os.kill(os.getpid(), signal.SIGSEGV)
 
     monkeypatch.setattr(fbx, "_session_result", always)
-    with pytest.raises(FormatError, match=r"exit code -11, 3 attempts"):
+    # the spawned interpreter does not inherit the patch: the last attempt reads the file
+    assert fbx.info(path)["has_mesh"]
+    calls = []
+
+    def dead(p, fn, method="fork"):
+        calls.append(method)
+        return "crash", None, -11
+
+    monkeypatch.setattr(fbx, "_read_in_child", dead)
+    with pytest.raises(FormatError, match=r"exit code -11, 4 attempts"):
         fbx.info(path)
+    assert calls == ["fork", "fork", "fork", "spawn"]

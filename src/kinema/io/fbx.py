@@ -31,6 +31,7 @@ freeing anything (see :func:`_with_session`).
 """
 from __future__ import annotations
 
+import functools
 import gc
 import multiprocessing
 import os
@@ -449,18 +450,20 @@ def _with_session(path, fn):
     """
     if "fork" not in multiprocessing.get_all_start_methods():
         return _session_result(path, fn)
-    # A reader that dies by a signal is tried again: the suite saw a rare, unreproducible
-    # SIGSEGV inside ufbx on a file that reads fine otherwise (0 of 40 in a loop); a file
+    # A forked reader that dies by a signal is tried again, then once in a freshly spawned
+    # interpreter: the suite saw SIGSEGVs inside ufbx on flair.fbx in forked children (three
+    # in a row once, in a long test process) that never reproduce in a loop of reads; a file
     # that really crashes the reader crashes every try and is reported.
-    for attempt in range(READ_ATTEMPTS):
-        kind, payload, code = _read_in_child(path, fn)
+    methods = ["fork"] * READ_ATTEMPTS + ["spawn"]
+    for method in methods:
+        kind, payload, code = _read_in_child(path, fn, method)
         if kind != "crash":
             break
     if kind == "ok":
         return payload
     if kind == "crash":
         raise FormatError(f"ufbx failed while reading the file (reader exit code {code}, "
-                          f"{READ_ATTEMPTS} attempts)", path)
+                          f"{len(methods)} attempts)", path)
     if kind == "format":
         raise FormatError(payload, path)
     raise FormatError(f"cannot read the file ({payload})", path)
@@ -469,9 +472,10 @@ def _with_session(path, fn):
 READ_ATTEMPTS = 3
 
 
-def _read_in_child(path, fn) -> tuple[str, object, int | None]:
-    """(kind, payload, exit code) of one forked read: kind "ok", "format", "error" or "crash"."""
-    ctx = multiprocessing.get_context("fork")
+def _read_in_child(path, fn, method: str = "fork") -> tuple[str, object, int | None]:
+    """(kind, payload, exit code) of one read in a child process started by ``method``
+    ("fork" or "spawn"; ``fn`` must then be picklable): kind "ok", "format", "error" or "crash"."""
+    ctx = multiprocessing.get_context(method)
     receive, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(send, path, fn), daemon=True)
     proc.start()
@@ -608,27 +612,32 @@ def load(path: str | Path, animation: str | int | None = None, fps: float | None
     """
     if options:
         raise TypeError(f"unknown options for FBX load: {sorted(options)}")
-    return _with_session(path, lambda s: _load(s, animation, fps))
+    return _with_session(path, functools.partial(_load, animation=animation, fps=fps))
 
 
 def load_character(path: str | Path, textures: bool = True, **options) -> Character:
     """Load the skinned character of an FBX file (triangulated meshes split by material)."""
     if options:
         raise TypeError(f"unknown options for FBX load_character: {sorted(options)}")
-    return _with_session(path, lambda s: _character(s, textures))
+    return _with_session(path, functools.partial(_character, textures=textures))
 
 
 def animation_names(path: str | Path) -> list[str]:
     """Names of the file's animation stacks, in file order."""
-    return _with_session(path, lambda s: sg.unique_names(
-        [st.name for st in s.items(s.scene.anim_stacks)], prefix="animation"))
+    return _with_session(path, _animation_names)
+
+
+def _animation_names(s: _Session) -> list[str]:
+    return sg.unique_names([st.name for st in s.items(s.scene.anim_stacks)], prefix="animation")
 
 
 def info(path: str | Path) -> dict:
     """Extra keys for ``kinema info``: animations, has_mesh, the file's frame rate and unit."""
-    def run(s: _Session):
-        snap = _snapshot(s, meshes=False, animation=None, fps=None, textures=False)
-        settings = s.k(s.scene.settings)
-        return {"animations": snap.animations, "has_mesh": len(s.items(s.scene.meshes)) > 0,
-                "file_fps": snap.fps, "file_unit_meters": float(settings.original_unit_meters)}
-    return _with_session(path, run)
+    return _with_session(path, _info)
+
+
+def _info(s: _Session) -> dict:
+    snap = _snapshot(s, meshes=False, animation=None, fps=None, textures=False)
+    settings = s.k(s.scene.settings)
+    return {"animations": snap.animations, "has_mesh": len(s.items(s.scene.meshes)) > 0,
+            "file_fps": snap.fps, "file_unit_meters": float(settings.original_unit_meters)}
