@@ -21,9 +21,10 @@ import numpy as np
 import torch
 
 from kinema.control.retrieval.evaluate import joint_positions
-from kinema.control.retrieval.rollout import CandidateStream, integrate_root, query, root_motion, yaw_apply
+from kinema.control.retrieval.rollout import CandidateStream, integrate_root, query, root_motion
 from kinema.control.retrieval.sequences import PoseNormaliser, Retriever
 from kinema.errors import KinemaError
+from kinema.features.root import yaw_rotate
 from kinema.matching.database import Database
 from kinema.nn.checkpoint import load_checkpoint
 
@@ -109,7 +110,7 @@ class RetrievalController:
 
     def joint_positions(self) -> np.ndarray:
         """World joint positions (J, 3) of the current pose."""
-        return yaw_apply(self.root_dir[0], joint_positions(self.db, self.pose)) + self.root_pos[0]
+        return yaw_rotate(self.root_dir[0], joint_positions(self.db, self.pose)) + self.root_pos[0]
 
     @property
     def root(self) -> tuple[np.ndarray, np.ndarray]:

@@ -30,9 +30,10 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from kinema.control.retrieval.rollout import playback_rollout, rollout, teacher_forced_candidates, yaw_apply
+from kinema.control.retrieval.rollout import playback_rollout, rollout, teacher_forced_candidates
 from kinema.control.retrieval.sequences import PoseNormaliser, RandomRetriever, Retriever
 from kinema.errors import KinemaError
+from kinema.features.root import yaw_rotate
 from kinema.matching.database import Database
 from kinema.nn.checkpoint import load_checkpoint
 
@@ -104,7 +105,7 @@ def window_metrics(pred: np.ndarray, true: np.ndarray, norm: PoseNormaliser, db:
         out["heading_error_deg"] = np.degrees(np.arccos(cosang)).mean(1)
         toes = [db.roles["left_toe"], db.roles["right_toe"]]
         local = joint_positions(db, pred)[:, :, toes]                                     # (W, H, 2, 3)
-        world = yaw_apply(rd[:, :, None], local) + rp[:, :, None]
+        world = yaw_rotate(rd[:, :, None], local) + rp[:, :, None]
         speed = np.linalg.norm(np.diff(world[..., [0, 2]], axis=1), axis=-1) * db.fps * 100.0   # (W, H-1, 2)
         low = local[:, 1:, :, 1] < floor
         out["foot_skate_cm_s"] = np.array([speed[w][low[w]].mean() if low[w].any() else 0.0 for w in range(len(pred))])

@@ -25,21 +25,9 @@ import numpy as np
 import torch
 
 from kinema.control.retrieval.sequences import Retriever
+from kinema.features.root import yaw_rotate
 from kinema.matching.database import Database
 from kinema.matching.search import Exclusion
-
-
-def yaw_inverse(directions: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """World vectors ``v`` (..., 3) in the yaw frame facing the floor ``directions`` (..., 3)."""
-    s, c = -directions[..., 0], directions[..., 2]
-    x, y, z = v[..., 0], v[..., 1], v[..., 2]
-    return np.stack([c * x + s * z, y, c * z - s * x], -1)
-
-
-def yaw_apply(directions: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Vectors ``v`` (..., 3) of the yaw frame facing ``directions`` (..., 3) in world axes."""
-    s, c = directions[..., 0], directions[..., 2]
-    return np.stack([c * v[..., 0] + s * v[..., 2], v[..., 1], c * v[..., 2] - s * v[..., 0]], -1)
 
 
 def root_motion(db: Database, poses: np.ndarray) -> np.ndarray:
@@ -55,8 +43,8 @@ def control_at(source: Database, rows: np.ndarray, root_pos: np.ndarray, root_di
     (clamped to the clip) relative to the given (predicted) roots (B, 3), (B, 3)."""
     stop = source.ranges[source.clip_of(rows), 1] - 1
     fut = np.minimum(rows[:, None] + np.asarray(source.config.trajectory_frames)[None], stop[:, None])
-    tp = yaw_inverse(root_dir[:, None], source.root_positions[fut] - root_pos[:, None])
-    td = yaw_inverse(root_dir[:, None], source.root_directions[fut])
+    tp = yaw_rotate(root_dir[:, None], source.root_positions[fut] - root_pos[:, None], inverse=True)
+    td = yaw_rotate(root_dir[:, None], source.root_directions[fut], inverse=True)
     b = len(rows)
     return np.concatenate([tp[..., [0, 2]].reshape(b, 6), td[..., [0, 2]].reshape(b, 6)], -1).astype(np.float32)
 
