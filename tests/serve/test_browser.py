@@ -3,6 +3,7 @@ playwright without downloading a browser). The page loads, the skinned character
 in a screenshot, and GUI controls (character toggle, mirror) change what the page shows."""
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import threading
@@ -45,6 +46,21 @@ def _settle(page, condition, timeout_s: float = 30.0) -> np.ndarray:
         page.wait_for_timeout(500)
 
 
+@contextlib.contextmanager
+def _open_page(profile, port: int):
+    """A headless Chromium page connected to the viewer on ``port`` (closed on exit)."""
+    with playwright.sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(str(profile), executable_path=CHROMIUM, args=ARGS,
+                                                   viewport={"width": 1280, "height": 720})
+        try:
+            page = ctx.new_page()
+            page.goto(f"http://127.0.0.1:{port}", timeout=60_000)
+            page.get_by_text("Connected").wait_for(timeout=60_000)
+            yield page
+        finally:
+            ctx.close()
+
+
 @pytest.fixture()
 def served(shared_data, tmp_path):
     from kinema.serve import MotionViewer, ServedClip
@@ -68,41 +84,33 @@ def served(shared_data, tmp_path):
 
 def test_page_shows_character_and_gui_changes_scene(served):
     viewer, tmp = served
-    with playwright.sync_playwright() as p:
-        ctx = p.chromium.launch_persistent_context(str(tmp / "profile"), executable_path=CHROMIUM, args=ARGS,
-                                                   viewport={"width": 1280, "height": 720})
-        try:
-            page = ctx.new_page()
-            page.goto(f"http://127.0.0.1:{viewer.port}", timeout=60_000)
-            page.get_by_text("Connected").wait_for(timeout=60_000)
-            page.get_by_text("frame 201/400").wait_for(timeout=30_000)
-            page.wait_for_timeout(1500)
-            close = page.locator(".mantine-Notification-closeButton")  # "software WebGL" notice (orange)
-            for i in range(close.count()):
-                close.nth(i).click()
-            shown = _settle(page, lambda m: m.sum() > 1500)
-            page.screenshot(path=str(tmp / "shown.png"))
-            assert shown.sum() > 1500, f"character not visible: {shown.sum()} character-coloured pixels"
-            ys, xs = np.nonzero(shown)
-            x_before = xs.mean()
+    with _open_page(tmp / "profile", viewer.port) as page:
+        page.get_by_text("frame 201/400").wait_for(timeout=30_000)
+        page.wait_for_timeout(1500)
+        close = page.locator(".mantine-Notification-closeButton")  # "software WebGL" notice (orange)
+        for i in range(close.count()):
+            close.nth(i).click()
+        shown = _settle(page, lambda m: m.sum() > 1500)
+        page.screenshot(path=str(tmp / "shown.png"))
+        assert shown.sum() > 1500, f"character not visible: {shown.sum()} character-coloured pixels"
+        ys, xs = np.nonzero(shown)
+        x_before = xs.mean()
 
-            page.get_by_role("checkbox", name="character").click()           # hide the mesh from the GUI
-            hidden = _settle(page, lambda m: m.sum() < 0.05 * shown.sum())
-            assert not viewer.gui_mesh.value
-            assert hidden.sum() < 0.05 * shown.sum(), (hidden.sum(), shown.sum())
+        page.get_by_role("checkbox", name="character").click()           # hide the mesh from the GUI
+        hidden = _settle(page, lambda m: m.sum() < 0.05 * shown.sum())
+        assert not viewer.gui_mesh.value
+        assert hidden.sum() < 0.05 * shown.sum(), (hidden.sum(), shown.sum())
 
-            page.get_by_role("checkbox", name="character").click()
-            page.get_by_role("checkbox", name="mirror").click()              # mirror across x = 0 from the GUI
-            page.get_by_text("mirrored").wait_for(timeout=30_000)
-            mirrored = _settle(page, lambda m: m.sum() > 1500 and abs(np.nonzero(m)[1].mean() - x_before) > 150)
-            assert viewer.mirror
-            assert mirrored.sum() > 1500
-            x_after = np.nonzero(mirrored)[1].mean()
-            # hips at x = -2.8 m seen from 6 m: the body jumps across the screen centre line
-            assert abs(x_after - x_before) > 150, (x_before, x_after)
-            assert np.sign(x_after - 640) != np.sign(x_before - 640)
-        finally:
-            ctx.close()
+        page.get_by_role("checkbox", name="character").click()
+        page.get_by_role("checkbox", name="mirror").click()              # mirror across x = 0 from the GUI
+        page.get_by_text("mirrored").wait_for(timeout=30_000)
+        mirrored = _settle(page, lambda m: m.sum() > 1500 and abs(np.nonzero(m)[1].mean() - x_before) > 150)
+        assert viewer.mirror
+        assert mirrored.sum() > 1500
+        x_after = np.nonzero(mirrored)[1].mean()
+        # hips at x = -2.8 m seen from 6 m: the body jumps across the screen centre line
+        assert abs(x_after - x_before) > 150, (x_before, x_after)
+        assert np.sign(x_after - 640) != np.sign(x_before - 640)
 
 
 def test_live_dog_follows_the_heading_typed_in_the_page(shared_data, tmp_path):
@@ -122,26 +130,18 @@ def test_live_dog_follows_the_heading_typed_in_the_page(shared_data, tmp_path):
     thread = threading.Thread(target=viewer.serve_forever, daemon=True)
     thread.start()
     try:
-        with playwright.sync_playwright() as p:
-            ctx = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, args=ARGS,
-                                                       viewport={"width": 1280, "height": 720})
-            try:
-                page = ctx.new_page()
-                page.goto(f"http://127.0.0.1:{viewer.port}", timeout=60_000)
-                page.get_by_text("Connected").wait_for(timeout=60_000)
-                page.get_by_text("heading").wait_for(timeout=30_000)
-                box = page.locator("input[type=text]").last          # the heading slider's number box
-                box.fill("90")
-                box.press("Enter")
-                deadline = time.time() + 20
-                while live.heading != 90.0 and time.time() < deadline:
-                    time.sleep(0.1)
-                assert live.heading == 90.0
-                start = live.poses()[1][0, 0].copy()
-                time.sleep(3.0)
-                moved = live.poses()[1][0, 0] - start
-            finally:
-                ctx.close()
+        with _open_page(tmp_path / "profile", viewer.port) as page:
+            page.get_by_text("heading").wait_for(timeout=30_000)
+            box = page.locator("input[type=text]").last          # the heading slider's number box
+            box.fill("90")
+            box.press("Enter")
+            deadline = time.time() + 20
+            while live.heading != 90.0 and time.time() < deadline:
+                time.sleep(0.1)
+            assert live.heading == 90.0
+            start = live.poses()[1][0, 0].copy()
+            time.sleep(3.0)
+            moved = live.poses()[1][0, 0] - start
     finally:
         viewer.stop()
         thread.join(5)
