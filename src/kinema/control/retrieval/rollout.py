@@ -167,7 +167,13 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray, c
     # playback baselines: every rollout and baseline is scored on rows last+1 .. last+horizon.
     first = last + 1
     preds, logits = [prev], [out["contact_logits"][:, -1]]
-    targets = [retriever.poses_n[first] if source is retriever.db else norm.normalise(source.pose[first])]
+    # normalised target poses of rows (the retriever's cached array when rolling out on its database)
+    poses_n = retriever.poses_n if source is retriever.db else None
+
+    def target(rows: np.ndarray) -> np.ndarray:
+        return poses_n[rows] if poses_n is not None else norm.normalise(source.pose[rows])
+
+    targets = [target(first)]
     tcont = [source.contacts[first].astype(np.float32)]
     rp, rd, tp, td, rows_out = [root_pos], [root_dir], [source.root_positions[first]], [source.root_directions[first]], [first]
     for h in range(horizon - 1):
@@ -189,7 +195,7 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray, c
         prev = o["pose"]
         preds.append(prev)
         logits.append(o["contact_logits"])
-        targets.append(retriever.poses_n[rows + 1] if source is retriever.db else norm.normalise(source.pose[rows + 1]))
+        targets.append(target(rows + 1))
         tcont.append(source.contacts[rows + 1].astype(np.float32))
         root_pos, root_dir = integrate_root(root_pos, root_dir,
                                             root_motion(source, norm.denormalise(prev.detach().cpu().numpy())), fps)
