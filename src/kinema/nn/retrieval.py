@@ -33,6 +33,11 @@ Retrieval pathway (only with ``use_retrieval=True``):
    first frames after a context) and keep it on a drifted one. The head starts at zero,
    so the scale starts at exactly 1 (the static gates, ``gates="static"``, the default).
 
+With ``kinematic`` (a :class:`~kinema.nn.kinematic.KinematicPrior` config), the predicted
+delta starts from the pose's own kinematic one-step displacement of the joint positions
+(``pose + prior(pose) + delta``): the network learns the residual of integrating the
+velocities it reads, instead of the integration itself.
+
 Steps 3 to 5 start at zero, so a fresh retrieval model computes exactly what the
 no-retrieval model with the same backbone weights computes, and training moves away from
 that baseline only where the candidates help. With ``use_retrieval=False`` the model *is*
@@ -44,6 +49,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from kinema.nn.kinematic import KinematicPrior
 from kinema.nn.layers import Normaliser
 from kinema.nn.mamba import Mamba, MambaState
 
@@ -60,12 +66,15 @@ class RetrievalMamba(nn.Module):
         candidate_dim (W): features per candidate row (default ``2 P + contact_dim + 1``).
         use_retrieval: build and use the retrieval pathway.
         retrieval_dim (R): width of the encoded candidates and of ``r``.
+        gates: ``"static"`` or ``"state"`` (step 6).
+        kinematic: :meth:`KinematicPrior.config` of the pose layout (fps, columns), or None;
+            its normaliser is set with ``model.kinematic.set_normaliser(mean, std)``.
         backbone: keyword arguments of :class:`~kinema.nn.mamba.Mamba` (d_model, n_layers, ...).
     """
 
     def __init__(self, pose_dim: int = 151, control_dim: int = 12, contact_dim: int = 2, k: int = 4,
                  candidate_dim: int | None = None, use_retrieval: bool = True, retrieval_dim: int = 64,
-                 gates: str = "static", **backbone):
+                 gates: str = "static", kinematic: dict | None = None, **backbone):
         super().__init__()
         candidate_dim = 2 * pose_dim + contact_dim + 1 if candidate_dim is None else candidate_dim
         if gates not in GATES:
@@ -78,6 +87,10 @@ class RetrievalMamba(nn.Module):
         if gates != "static":   # older checkpoints have no "gates" entry and load as "static"
             self.hparams["gates"] = gates
         self.gates = gates
+        # The one-step kinematic prior (buffers only: the pose normaliser); None = off.
+        self.kinematic = KinematicPrior(pose_dim, **kinematic) if kinematic else None
+        if self.kinematic is not None:   # older checkpoints have no "kinematic" entry
+            self.hparams["kinematic"] = self.kinematic.config()
         self.pose_dim, self.control_dim, self.contact_dim = pose_dim, control_dim, contact_dim
         self.k, self.candidate_dim, self.use_retrieval = k, candidate_dim, use_retrieval
         extra = retrieval_dim if use_retrieval else 0
@@ -185,6 +198,8 @@ class RetrievalMamba(nn.Module):
 
     def _outputs(self, pose, y, w, terms) -> dict[str, torch.Tensor]:
         delta = y[..., :self.pose_dim]
+        if self.kinematic is not None:
+            delta = delta + self.kinematic(pose)
         if terms is not None:
             copy_gate, pull_gate = self.gate_values(y)
             delta = delta + (copy_gate * terms[0] + pull_gate * terms[1])

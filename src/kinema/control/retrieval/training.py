@@ -49,6 +49,7 @@ from kinema.errors import KinemaError
 from kinema.matching.config import DatabaseConfig
 from kinema.matching.database import Database, build_database, expand_paths, source_from_file
 from kinema.nn.checkpoint import save_checkpoint
+from kinema.nn.kinematic import KinematicPrior
 from kinema.nn.retrieval import RetrievalMamba
 from kinema.nn.retrieval_concat import ConcatRetrievalMamba
 
@@ -205,6 +206,10 @@ def make_model(cfg: dict, db: Database, retriever: Retriever) -> torch.nn.Module
     with its normalisation buffers set."""
     m = dict(cfg.get("model", {}))
     fusion = m.pop("fusion", "attention")
+    # model.kinematic = true: start the delta from the pose's kinematic step (kinema.nn.kinematic)
+    kinematic = bool(m.pop("kinematic", False))
+    if kinematic and fusion == "concat":
+        raise KinemaError("model.kinematic is a RetrievalMamba option; the concat ablation has none")
     if fusion not in ("attention", "concat"):
         raise KinemaError(f"model.fusion must be 'attention' or 'concat', got {fusion!r}")
     if fusion == "concat":   # no attention, no gates: drop the attention pathway's settings
@@ -212,7 +217,11 @@ def make_model(cfg: dict, db: Database, retriever: Retriever) -> torch.nn.Module
         m.pop("gates", None)
         model = ConcatRetrievalMamba(pose_dim=db.pose_width, control_dim=12, contact_dim=2, k=retriever.k, **m)
     else:
-        model = RetrievalMamba(pose_dim=db.pose_width, control_dim=12, contact_dim=2, k=retriever.k, **m)
+        prior = KinematicPrior.from_layout(db.pose_layout, db.fps).config() if kinematic else None
+        model = RetrievalMamba(pose_dim=db.pose_width, control_dim=12, contact_dim=2, k=retriever.k,
+                               kinematic=prior, **m)
+        if kinematic:
+            model.kinematic.set_normaliser(retriever.norm.mean, retriever.norm.std)
     c = db.trajectory
     pose_dim = db.pose_width
     n_in = model.backbone.input_norm.dim
@@ -220,6 +229,9 @@ def make_model(cfg: dict, db: Database, retriever: Retriever) -> torch.nn.Module
     mean[:12], std[:12] = c.mean(0), np.maximum(c.std(0), 1e-2)
     model.backbone.input_norm.set(mean, std)
     delta = np.diff(retriever.poses_n, axis=0)
+    if kinematic:   # the head predicts the residual of the kinematic step: scale it by that
+        with torch.no_grad():
+            delta = delta - model.kinematic(torch.as_tensor(retriever.poses_n[:-1])).numpy()
     ok = np.ones(len(delta), bool)
     ok[db.ranges[:, 1][:-1] - 1] = False
     out_std = np.ones(pose_dim + 2, np.float32)
