@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from kinema.cli.main import main
-from kinema.control.matching import MatchingConfig, MotionMatchingController, _yaw_rotate
+from kinema.control.matching import MatchingConfig, MotionMatchingController
+from kinema.features.root import yaw_rotate
 from kinema.matching.database import build_from_paths
 
 
@@ -31,8 +32,8 @@ def test_playback_without_search_reproduces_the_database(db):
         out = c.step(np.zeros(2), 1 / 60)
         row = start + n
         assert out.frame == row and not out.transitioned
-        ref = _yaw_rotate(db.root_directions[row].astype(np.float64),
-                          db.pose[row, :3 * j].reshape(j, 3).astype(np.float64)) + db.root_positions[row]
+        ref = yaw_rotate(db.root_directions[row].astype(np.float64),
+                         db.pose[row, :3 * j].reshape(j, 3).astype(np.float64)) + db.root_positions[row]
         np.testing.assert_allclose(out.positions, ref, atol=0.02)  # root integration drift only (1 s)
         np.testing.assert_allclose(np.linalg.norm(out.rotations, axis=-1), 1.0, atol=1e-6)
 
@@ -44,7 +45,7 @@ def test_follows_the_stick_with_continuous_pose(db):
     for n in range(360):
         stick = np.array([0.0, 1.0]) if n < 180 else np.array([1.0, 0.0])
         out = c.step(stick, 1 / 60)
-        local = _yaw_rotate(out.root_direction, out.positions - out.root_position, inverse=True)
+        local = yaw_rotate(out.root_direction, out.positions - out.root_position, inverse=True)
         if prev is not None:
             change = np.abs(local - prev).max()  # root-space joint motion in one frame
             (at_transition if out.transitioned else steps).append(change)
@@ -65,7 +66,7 @@ def test_transition_without_inertialization_would_jump(db):
     prev, jumps, steps = None, [], []
     for n in range(360):
         out = c.step(np.array([0.0, 1.0]) if n < 180 else np.array([1.0, 0.0]), 1 / 60)
-        local = _yaw_rotate(out.root_direction, out.positions - out.root_position, inverse=True)
+        local = yaw_rotate(out.root_direction, out.positions - out.root_position, inverse=True)
         if prev is not None:
             (jumps if out.transitioned else steps).append(np.abs(local - prev).max())
         prev = local

@@ -27,6 +27,7 @@ from kinema.control import springs
 from kinema.control.footlock import FootLock
 from kinema.control.inertialize import Inertializer, PoseState
 from kinema.control.trajectory import ControlConfig, TrajectoryController
+from kinema.features.root import yaw_rotate
 from kinema.matching.search import Exclusion
 from kinema.maths import quat
 
@@ -92,16 +93,6 @@ class MatchingOutput:
     searched: bool
     transitioned: bool
     root_adjustment: float = 0.0
-
-
-def _yaw_rotate(d: np.ndarray, v: np.ndarray, inverse: bool = False) -> np.ndarray:
-    s, c = d[0], d[2]
-    if inverse:
-        s = -s
-    out = np.array(v, np.float64, copy=True)
-    out[..., 0] = c * v[..., 0] + s * v[..., 2]
-    out[..., 2] = c * v[..., 2] - s * v[..., 0]
-    return out
 
 
 def _yaw_quat(d: np.ndarray) -> np.ndarray:
@@ -223,7 +214,7 @@ class MotionMatchingController:
         self._move_root(dt)
         out = self.inertializer.update(self._pose(self.frame), dt)
         yaw = _yaw_quat(self.root_direction)
-        world_pos = _yaw_rotate(self.root_direction, out.positions) + self.root_position
+        world_pos = yaw_rotate(self.root_direction, out.positions) + self.root_position
         world_rot = quat.mul(np.broadcast_to(yaw, out.rotations.shape), out.rotations)
         contacts = self.db.contacts[self.frame]
         if cfg.foot_lock:
@@ -239,7 +230,7 @@ class MotionMatchingController:
         v_rs = self.db.pose[self.frame, a:b].astype(np.float64)
         a, b = self.layout["root_angular_velocity"]
         yaw_rate = float(self.db.pose[self.frame, a + 1])
-        self.root_position = self.root_position + _yaw_rotate(self.root_direction, v_rs) * dt
+        self.root_position = self.root_position + yaw_rotate(self.root_direction, v_rs) * dt
         animated = self.root_position.copy()
         self.root_position[1] = 0
         ang = np.arctan2(self.root_direction[0], self.root_direction[2]) + yaw_rate * dt
