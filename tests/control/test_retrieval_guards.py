@@ -166,3 +166,22 @@ def test_stability_and_horizon_reports(trained, result, sample_data):
     assert h["frames"] == [15, 30] and set(h["joint_error_cm"]) >= {"with", "without", "copy_previous", "motion_matching"}
     for name, cis in h["other_minus_model_ci95"].items():
         assert len(cis) == 2 and all(lo <= hi for lo, hi in cis), name
+
+
+def test_frame_curves_match_the_horizon_table_and_plot(trained, result, tmp_path):
+    """Per-frame curves average to the horizon table; the plot draws every method."""
+    from kinema.control.retrieval.plot import STYLES, plot_frame_errors
+
+    fr = result["free_running"]
+    curves, h = fr["frame_joint_error_cm"], fr["horizons"]
+    assert set(curves) == set(h["joint_error_cm"]) and result["fps"] == 60.0
+    for name, values in curves.items():
+        for n, expected in zip(h["frames"], h["joint_error_cm"][name]):
+            assert np.mean(values[:n]) == pytest.approx(expected, rel=1e-5), name
+    png = plot_frame_errors(result, tmp_path / "curves.png")
+    from matplotlib.image import imread
+    img = imread(png)
+    assert img.shape[:2] == (450, 800)
+    colours = {tuple(np.round(c[:3], 2)) for c in img.reshape(-1, img.shape[-1])}
+    assert len(colours) > 20          # lines in several colours, not a blank canvas
+    assert set(curves) <= set(STYLES)  # every method has its label and style

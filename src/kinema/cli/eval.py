@@ -24,6 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stability", type=int, default=0, metavar="FRAMES",
                         help="also run free-running rollouts of this many frames (e.g. 1200 = 20 s) and "
                              "report whether they stay finite and bounded")
+    parser.add_argument("--plot", metavar="PNG", help="also draw the per-frame free-running joint error of the "
+                                                     "model and every baseline into this PNG")
     parser.add_argument("--json", action="store_true", help="print the full result as JSON")
     parser.add_argument("-o", "--out", help="also write the JSON result here")
 
@@ -80,6 +82,9 @@ def run(args: argparse.Namespace) -> int:
     result["command"] = "kinema eval " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["eval"] else None
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1))
+    if args.plot:
+        from kinema.control.retrieval.plot import plot_frame_errors
+        plot_frame_errors(result, args.plot)
     print(json.dumps(result, indent=1) if args.json else format_table(result))
     zero = [k for k in ("teacher_forced", "free_running") if result[k]["gain"] == 0.0]
     if zero:

@@ -16,7 +16,9 @@ error (cm), foot skating (horizontal toe speed while the toe is within 2.5 cm of
 floor, cm/s), root position (m) and heading (degrees) error against the clip's root, NPSS
 of the root-space joint rotations (6D) over 60-frame chunks, divergence rate (share of
 windows whose per-frame joint error exceeds 20 cm), the joint error over the first 15, 30, 60,
-120 and 300 frames with paired bootstrap intervals against every baseline, and optionally a
+120 and 300 frames with paired bootstrap intervals against every baseline, the mean joint
+error of every predicted frame (``free_running.frame_joint_error_cm``, the curves that
+:mod:`kinema.control.retrieval.plot` draws), and optionally a
 stability run (20-s rollouts: finite, error not growing). Baselines: copying the previous pose, the nearest
 candidate's successor (search every frame), motion-matching playback (search every
 ``refresh`` frames, play successors; no inertialization), the same model fed random
@@ -292,7 +294,10 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     fr_with, fr_without = run(model, True, own), run(model, False)
     fr = _regime(fr_with, fr_without, fr_base, seed)
     fr["horizons"] = horizon_table(fr_with, {"without": fr_without, **fr_base}, frames, seed)
-    out = {"checkpoint": str(checkpoint), "database": db.fingerprint, "clips": [str(c) for c in clips],
+    fr["frame_joint_error_cm"] = {name: m["_frame_joint_error_cm"].mean(0).tolist()
+                                  for name, m in {"with": fr_with, "without": fr_without, **fr_base}.items()}
+    out = {"checkpoint": str(checkpoint), "database": db.fingerprint, "fps": float(db.fps),
+           "clips": [str(c) for c in clips],
            "windows": int(len(starts)), "mirrored": mirror, "context": context, "frames": int(frames), "stride": stride,
            "skate_height_m": floor, "teacher_forced": tf, "free_running": fr}
     if stability_frames:
