@@ -181,7 +181,7 @@ def test_frame_curves_match_the_horizon_table_and_plot(trained, result, tmp_path
     png = plot_frame_errors(result, tmp_path / "curves.png")
     from matplotlib.image import imread
     img = imread(png)
-    assert img.shape[:2] == (450, 800)
+    assert img.shape[:2] == (500, 800)
     colours = {tuple(np.round(c[:3], 2)) for c in img.reshape(-1, img.shape[-1])}
     assert len(colours) > 20          # lines in several colours, not a blank canvas
     assert set(curves) <= set(STYLES)  # every method has its label and style

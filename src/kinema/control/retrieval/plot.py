@@ -28,11 +28,16 @@ def plot_frame_errors(result: dict, path: str | Path, title: str | None = None) 
     if not curves:
         raise ValueError("the evaluation holds no per-frame curves (frame_joint_error_cm): evaluate again")
     fps = float(result.get("fps", 60.0))
-    fig = Figure(figsize=(8, 4.5), dpi=100)
+    # The scale follows the model and the frozen pose; a curve that leaves it (a diverging
+    # ablation) is cut at the top and says so in its label.
+    top = 1.6 * max(max(curves.get(k, [0.0])) for k in ("with", "copy_previous"))
+    fig = Figure(figsize=(8, 5), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     for name, values in curves.items():
         label, style = STYLES.get(name, (name, {}))
+        if max(values) > top:
+            label += f" (off scale: {max(values):.0f} cm)"
         t = np.arange(1, len(values) + 1) / fps
         ax.plot(t, values, label=label, **style)
     ax.set_xlabel("time after the context (s)")
@@ -41,8 +46,8 @@ def plot_frame_errors(result: dict, path: str | Path, title: str | None = None) 
                           f"{', '.join(Path(c).stem for c in result['clips'])}", fontsize=10)
     ax.grid(alpha=0.3)
     ax.set_xlim(0, len(next(iter(curves.values()))) / fps)
-    ax.set_ylim(bottom=0)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.set_ylim(0, top)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, fontsize=8, frameon=False)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
