@@ -42,8 +42,11 @@ def plot_frame_errors(result: dict, path: str | Path, title: str | None = None) 
         ax.plot(t, values, label=label, **style)
     ax.set_xlabel("time after the context (s)")
     ax.set_ylabel("joint position error (cm, character space)")
-    ax.set_title(title or f"{Path(result['checkpoint']).stem}: {result['windows']} windows of "
-                          f"{', '.join(Path(c).stem for c in result['clips'])}", fontsize=10)
+    names = [Path(c).stem for c in result["clips"]]
+    held = ", ".join(names) if len(names) <= 2 else f"{len(names)} held-out clips"
+    mirrored = " and their mirrors" if result.get("mirrored") else ""
+    ax.set_title(title or f"{Path(result['checkpoint']).stem}: {result['windows']} windows of {held}{mirrored}",
+                 fontsize=10)
     ax.grid(alpha=0.3)
     ax.set_xlim(0, len(next(iter(curves.values()))) / fps)
     ax.set_ylim(0, top)
