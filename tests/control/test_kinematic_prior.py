@@ -5,25 +5,12 @@ import numpy as np
 import pytest
 import torch
 
-from kinema.control.retrieval.sequences import PoseNormaliser, Retriever
-from kinema.control.retrieval.training import build_clips, make_model
+from kinema.control.retrieval.training import make_model
 from kinema.errors import KinemaError
-from kinema.matching.config import DatabaseConfig
 from kinema.nn.checkpoint import load_checkpoint, save_checkpoint
 from kinema.nn.kinematic import KinematicPrior
 
-CLIPS = ["idle", "run_forward", "walk_and_turn_left", "walk_forward"]
 SMALL = {"d_model": 16, "n_layers": 1, "d_state": 4, "d_conv": 3, "retrieval_dim": 8, "gates": "state"}
-
-
-@pytest.fixture(scope="module")
-def db(sample_data):
-    return build_clips([sample_data / "games105" / f"{c}.bvh" for c in CLIPS], DatabaseConfig.preset("games105"), True)
-
-
-@pytest.fixture(scope="module")
-def retriever(db):
-    return Retriever(db, PoseNormaliser.fit(db.pose))
 
 
 def in_clip_pairs(db) -> np.ndarray:
@@ -39,7 +26,8 @@ def position_error_cm(db, predicted: np.ndarray) -> float:
     return float(np.linalg.norm(d, axis=-1).mean() * 100)
 
 
-def test_prior_predicts_the_next_frame_far_better_than_copying(db, retriever):
+def test_prior_predicts_the_next_frame_far_better_than_copying(games105_db, games105_retriever):
+    db, retriever = games105_db, games105_retriever
     prior = KinematicPrior.from_layout(db.pose_layout, db.fps)
     prior.set_normaliser(retriever.norm.mean, retriever.norm.std)
     pose_n = torch.as_tensor(retriever.poses_n[:-1])
@@ -54,7 +42,8 @@ def test_prior_predicts_the_next_frame_far_better_than_copying(db, retriever):
     assert np.all(step[:, 3 * db.num_joints:] == 0) and np.abs(step[:, :3 * db.num_joints]).max() > 0
 
 
-def test_prior_jacobian_in_velocity_is_one_frame(db, retriever):
+def test_prior_jacobian_in_velocity_is_one_frame(games105_db, games105_retriever):
+    db, retriever = games105_db, games105_retriever
     """d(step)/d(velocity) = 1/fps in raw units: std_v / (fps std_p) in normalised units."""
     prior = KinematicPrior.from_layout(db.pose_layout, db.fps).double()
     prior.set_normaliser(retriever.norm.mean, retriever.norm.std)
@@ -65,7 +54,8 @@ def test_prior_jacobian_in_velocity_is_one_frame(db, retriever):
     torch.testing.assert_close(torch.diagonal(jac[pa:pb, va:vb]), std[va:vb] / (db.fps * std[pa:pb]))
 
 
-def test_kinematic_model_adds_exactly_the_prior_and_survives_a_checkpoint(db, retriever, tmp_path):
+def test_kinematic_model_adds_exactly_the_prior_and_survives_a_checkpoint(games105_db, games105_retriever, tmp_path):
+    db, retriever = games105_db, games105_retriever
     cfg = {"model": dict(SMALL)}
     torch.manual_seed(0)
     plain = make_model(cfg, db, retriever)
@@ -88,7 +78,8 @@ def test_kinematic_model_adds_exactly_the_prior_and_survives_a_checkpoint(db, re
     torch.testing.assert_close(c["pose"], a["pose"], rtol=0, atol=0)
 
 
-def test_bad_layouts_and_the_concat_model_are_refused(db, retriever):
+def test_bad_layouts_and_the_concat_model_are_refused(games105_db, games105_retriever):
+    db, retriever = games105_db, games105_retriever
     with pytest.raises(ValueError, match="3J columns"):
         KinematicPrior(20, 60.0, (0, 9), (9, 15), 15, 18)
     with pytest.raises(ValueError, match="fps"):

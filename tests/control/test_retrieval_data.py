@@ -7,22 +7,21 @@ import pytest
 
 from kinema.control.retrieval.evaluate import joint_positions
 from kinema.control.retrieval.rollout import control_at, integrate_root, root_motion
-from kinema.control.retrieval.sequences import PoseNormaliser, Retriever, WindowSampler
+from kinema.control.retrieval.sequences import WindowSampler
 from kinema.control.retrieval.training import build_clips
 from kinema.matching.config import DatabaseConfig
 
-CLIPS = ["idle", "run_forward", "walk_and_turn_left", "walk_forward"]
+CLIPS = ["idle", "run_forward", "walk_and_turn_left", "walk_forward"]   # the games105_db fixture's clips
 
 
-@pytest.fixture(scope="module")
-def db(sample_data):
-    """The retrieval database is the motion-matching database (``kinema db build``)."""
-    return build_clips([sample_data / "games105" / f"{c}.bvh" for c in CLIPS], DatabaseConfig.preset("games105"), True)
+@pytest.fixture
+def db(games105_db):
+    return games105_db
 
 
-@pytest.fixture(scope="module")
-def retriever(db):
-    return Retriever(db, PoseNormaliser.fit(db.pose))
+@pytest.fixture
+def retriever(games105_retriever):
+    return games105_retriever
 
 
 def test_rows_ranges_twins_and_widths(db):
