@@ -36,7 +36,8 @@ sys.path.insert(0, str(HERE))
 from common import print_table  # noqa: E402
 
 from kinema.control.retrieval import training as T  # noqa: E402
-from kinema.control.retrieval.sequences import PoseNormaliser, Retriever, WindowSampler  # noqa: E402
+from kinema.cli.train import apply_overrides  # noqa: E402
+from kinema.control.retrieval.sequences import PoseNormaliser, WindowSampler  # noqa: E402
 from kinema.data import shared_root  # noqa: E402
 
 ROOT = HERE.parent
@@ -50,29 +51,19 @@ def default_config() -> Path:
 
 
 def apply_sets(cfg: dict, sets: list[str]) -> dict:
-    cfg = copy.deepcopy(cfg)
-    for item in sets:
-        key, _, value = item.partition("=")
-        section, _, name = key.partition(".")
-        try:
-            cfg.setdefault(section, {})[name] = json.loads(value)
-        except json.JSONDecodeError:
-            cfg.setdefault(section, {})[name] = value
-    return cfg
+    """A copy of ``cfg`` with ``kinema train --set`` overrides applied."""
+    return apply_overrides(copy.deepcopy(cfg), sets)
 
 
 def stage_times(cfg: dict, db, val, device: str, batch: int, retrieval: bool, repeat: int) -> dict[str, float]:
     """Seconds per training step of each stage (and one validation) for one setting."""
-    cfg = apply_sets(cfg, [f"train.batch={batch}", f"train.device=\"{device}\"",
+    cfg = apply_sets(cfg, [f"train.batch={batch}", f"train.device={device}",
                            f"model.use_retrieval={json.dumps(retrieval)}"])
     s = T.settings(cfg)
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
-    rc = cfg.get("retrieval", {})
-    norm = PoseNormaliser.fit(db.pose)
-    ret = Retriever(db, norm, k=cfg["model"].get("k", 4), top=rc.get("top", 16), tau=rc.get("tau", 0.5),
-                    refresh=rc.get("refresh", 6))
-    model = T.make_model({"model": {k: v for k, v in cfg["model"].items() if k != "k"}}, db, ret).to(device)
+    ret = T.make_retriever(cfg, db, PoseNormaliser.fit(db.pose))
+    model = T.make_model(cfg, db, ret).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=s.lr)
     clips = np.arange(len(db.ranges))
     sampler = WindowSampler(ret, clips, s.window, seed=0)

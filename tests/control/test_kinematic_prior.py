@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 
+from kinema.control.retrieval.evaluate import joint_positions
 from kinema.control.retrieval.training import make_model
 from kinema.errors import KinemaError
 from kinema.nn.checkpoint import load_checkpoint, save_checkpoint
@@ -13,16 +14,12 @@ from kinema.nn.kinematic import KinematicPrior
 SMALL = {"d_model": 16, "n_layers": 1, "d_state": 4, "d_conv": 3, "retrieval_dim": 8, "gates": "state"}
 
 
-def in_clip_pairs(db) -> np.ndarray:
+def position_error_cm(db, predicted: np.ndarray) -> float:
+    """Mean per-joint distance (cm) of predicted next poses (N-1, P) to the database's, over
+    the row pairs inside one clip."""
     ok = np.ones(db.rows - 1, bool)
     ok[db.ranges[:, 1][:-1] - 1] = False
-    return ok
-
-
-def position_error_cm(db, predicted: np.ndarray) -> float:
-    """Mean per-joint distance (cm) of predicted next poses (N-1, P) to the database's."""
-    j, ok = db.num_joints, in_clip_pairs(db)
-    d = (predicted[:, :3 * j] - db.pose[1:, :3 * j])[ok].reshape(-1, j, 3)
+    d = joint_positions(db, predicted[ok]) - joint_positions(db, db.pose[1:][ok])
     return float(np.linalg.norm(d, axis=-1).mean() * 100)
 
 

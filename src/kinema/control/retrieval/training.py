@@ -43,6 +43,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from kinema.control.retrieval.evaluate import pose_slice
 from kinema.control.retrieval.rollout import rollout, teacher_forced_candidates
 from kinema.control.retrieval.sequences import PoseNormaliser, RandomRetriever, Retriever, WindowSampler
 from kinema.errors import KinemaError
@@ -200,11 +201,22 @@ def db_build_command(cfg: dict) -> str:
             + (" --mirror" if data.get("mirror", True) else "") + " -o DB.npz")
 
 
+def make_retriever(cfg: dict, db: Database, norm: PoseNormaliser) -> Retriever:
+    """The training retriever of a config: ``model.k`` candidates sampled from the
+    ``retrieval.top`` nearest rows (``tau``, ``refresh``); with ``retrieval.random = true``
+    uniformly random rows instead (the ablation control)."""
+    rc = cfg.get("retrieval", {})
+    kind = RandomRetriever if rc.get("random", False) else Retriever
+    return kind(db, norm, k=cfg.get("model", {}).get("k", 4), top=rc.get("top", 16),
+                tau=rc.get("tau", 0.5), refresh=rc.get("refresh", 6))
+
+
 def make_model(cfg: dict, db: Database, retriever: Retriever) -> torch.nn.Module:
     """A RetrievalMamba (or, with ``model.fusion = "concat"``, the plain-concatenation
     ablation :class:`~kinema.nn.retrieval_concat.ConcatRetrievalMamba`) sized for ``db``
-    with its normalisation buffers set."""
+    with its normalisation buffers set; ``model.k`` is the retriever's."""
     m = dict(cfg.get("model", {}))
+    m.pop("k", None)
     fusion = m.pop("fusion", "attention")
     # model.kinematic = true: start the delta from the pose's kinematic step (kinema.nn.kinematic)
     kinematic = bool(m.pop("kinematic", False))
@@ -256,12 +268,6 @@ def pose_loss(pred: torch.Tensor, target: torch.Tensor, logits: torch.Tensor, co
     return loss
 
 
-def position_columns(db: Database) -> slice:
-    """Columns of the joint positions in ``db``'s pose vectors."""
-    a, b = {name: (a, b) for name, a, b in db.pose_layout}["joint_positions"]
-    return slice(a, b)
-
-
 def _device(model) -> torch.device:
     return next(model.parameters()).device
 
@@ -284,7 +290,7 @@ def teacher_forced_loss(model, sampler: WindowSampler, s: TrainSettings, rng: np
         mask = t_(keep)
     out, _ = model(t_(b.control), t_(pose), cands, mask)
     return pose_loss(out["pose"], t_(b.target), out["contact_logits"], t_(b.contacts),
-                     s.contact_weight, position_columns(sampler.db), s.position_weight)
+                     s.contact_weight, pose_slice(sampler.db, "joint_positions"), s.position_weight)
 
 
 def rollout_starts(db: Database, clips: np.ndarray, length: int, count: int, rng: np.random.Generator | None,
@@ -311,8 +317,8 @@ def rollout_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSetting
     ex = retriever.exclusions(db.clip_of(starts))
     r = rollout(model, retriever, db, starts, s.context, horizon, exclude=ex, rng=rng, student=student,
                 dropout=(s.drop_all, s.drop_each, s.drop_sequence), detach_every=detach_every)
-    return pose_loss(r.pose, r.target, r.contact_logits, r.target_contacts, s.contact_weight, position_columns(db),
-                     s.position_weight)
+    return pose_loss(r.pose, r.target, r.contact_logits, r.target_contacts, s.contact_weight,
+                     pose_slice(db, "joint_positions"), s.position_weight)
 
 
 @torch.no_grad()
@@ -379,13 +385,8 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
     t0 = time.time()
     db, val = build_databases(cfg)
     norm = PoseNormaliser.fit(db.pose)
-    rc = cfg.get("retrieval", {})
-    # retrieval.random = true: uniformly random rows instead of the nearest (the ablation control)
-    kind = RandomRetriever if rc.get("random", False) else Retriever
-    retriever = kind(db, norm, k=cfg.get("model", {}).get("k", 4), top=rc.get("top", 16),
-                     tau=rc.get("tau", 0.5), refresh=rc.get("refresh", 6))
-    model_cfg = {k: v for k, v in cfg.get("model", {}).items() if k != "k"}
-    model = make_model({"model": model_cfg}, db, retriever).to(s.device)
+    retriever = make_retriever(cfg, db, norm)
+    model = make_model(cfg, db, retriever).to(s.device)
     train_clips = np.arange(len(db.ranges))
     sampler = WindowSampler(retriever, train_clips, s.window, seed=s.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=s.lr, weight_decay=s.weight_decay)
