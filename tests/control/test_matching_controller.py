@@ -161,3 +161,19 @@ def test_pose_angular_velocities_are_world_rates_in_root_space(db):
         errors.append(np.median(np.linalg.norm(c._pose(r).angular_velocities - omega, axis=-1)))
         rates.append(abs(yaw_rate[r]))
     assert np.median(errors) < 0.25 * np.median(rates)
+
+
+def test_query_puts_the_stick_after_pose_joint_features(shared_data):
+    """With ``pose_joints`` the trajectory no longer starts at column 15: the query keeps the
+    playing row's pose features (feet, hips, the named joints) and writes the springs'
+    prediction into the trajectory columns only."""
+    files = [shared_data / "lafan1" / "walk4_subject1.bvh"]
+    db = build_from_paths(files, "lafan1_pose", progress=False)
+    c = MotionMatchingController(db)
+    for n in range(90):
+        c.step(np.array([1.0, 0.5]), 1 / 60)
+    t = db.trajectory_start
+    q = c.query()
+    np.testing.assert_allclose(q[:t], db.features[c.frame, :t], atol=1e-6)
+    traj = c.trajectory.predict().features(c.root_position, c.root_direction)
+    np.testing.assert_allclose(db.denormalize(q)[t:], traj, atol=1e-4)

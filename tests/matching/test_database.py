@@ -194,3 +194,61 @@ def test_config_file_and_errors(shared_data, tmp_path):
         DatabaseConfig.from_dict({"feet": 1})
     with pytest.raises(KinemaError, match="skeleton differs"):
         build_from_paths([files[0], shared_data / "lafan1" / "push1_subject2.bvh"], "bandai", progress=False)
+
+
+def test_pose_joint_features(shared_data):
+    """``pose_joints`` adds the named joints' root-space positions before the trajectory:
+    the other groups are unchanged, the runtime query reproduces the rows, and on a clip the
+    database has not seen, the nearest row is closer in pose than with Holden's features."""
+    names = ["obstacles1_subject1", "walk4_subject1", "multipleActions1_subject2"]
+    files = [shared_data / "lafan1" / f"{n}.bvh" for n in names]
+    plain = build_from_paths(files, "lafan1", progress=False)
+    posed = build_from_paths(files, "lafan1_pose", progress=False)
+    joints = list(posed.config.pose_joints)
+    assert posed.features.shape == (plain.rows, 27 + 3 * len(joints)) and posed.trajectory_start == 33
+    layout = {g[0]: g[1:] for g in posed.feature_layout}
+    a, b, w = layout["pose_joint_positions"]
+    assert (a, b, w) == (15, 33, posed.config.pose_joint_weight)
+    np.testing.assert_array_equal(posed.raw_features[:, :15], plain.raw_features[:, :15])
+    np.testing.assert_array_equal(posed.trajectory, plain.trajectory)
+    idx = [posed.joint_names.index(j) for j in joints]
+    # oracle: world joint positions taken into the root's frame (yaw about +Y, then offset)
+    motion = source_from_file(files[0]).motion.resample(60.0)
+    _, gpos = motion.global_transforms()
+    r0, r1 = posed.ranges[posed.clip_names.index(names[0])]
+    d = posed.root_directions[r0:r1].astype(np.float64)
+    yaw = np.arctan2(d[:, 0], d[:, 2])
+    rel = gpos[:, idx] - posed.root_positions[r0:r1, None].astype(np.float64)
+    c, s = np.cos(-yaw)[:, None], np.sin(-yaw)[:, None]
+    local = np.stack([c * rel[..., 0] + s * rel[..., 2], rel[..., 1], -s * rel[..., 0] + c * rel[..., 2]], -1)
+    np.testing.assert_allclose(posed.raw_features[r0:r1, a:b], local.reshape(r1 - r0, -1), atol=1e-4)
+    np.testing.assert_allclose(posed.features_from_pose(posed.pose, posed.trajectory), posed.raw_features, atol=1e-6)
+    for name, _a, _b, weight in posed.feature_layout:  # each group's share of the cost is its weight
+        assert posed.features[:, _a:_b].std(0).mean() == pytest.approx(weight, rel=1e-3), name
+
+    held = build_from_paths([shared_data / "lafan1" / "obstacles3_subject3.bvh"], "lafan1_pose", progress=False)
+    rows = np.arange(0, held.rows, 20)
+    true = held.pose[rows, :66].reshape(len(rows), 22, 3)
+
+    def top1_error(db, feats):
+        hit = db.search(db.normalize(feats), 1)[0][:, 0]
+        return np.linalg.norm(db.pose[hit, :66].reshape(len(rows), 22, 3) - true, axis=-1).mean()
+
+    with_pose = top1_error(posed, held.raw_features[rows])
+    without = top1_error(plain, plain.features_from_pose(held.pose[rows], held.trajectory[rows]))
+    assert with_pose < 0.75 * without, (with_pose, without)
+
+
+def test_pose_joint_config():
+    cfg = DatabaseConfig.preset("lafan1_pose")
+    assert DatabaseConfig.from_dict(json.loads(cfg.canonical_json())) == cfg
+    # unused, the option is absent from the fingerprinted JSON (older databases keep theirs)
+    assert "pose_joints" not in DatabaseConfig.preset("lafan1").canonical_json()
+    custom = DatabaseConfig.from_dict({"base": "lafan1", "pose_joints": ["Head"], "pose_joint_weight": 2})
+    assert custom.pose_joints == ("Head",) and custom.pose_joint_weight == 2
+
+
+def test_pose_joint_unknown_name(shared_data):
+    cfg = DatabaseConfig.from_dict({"base": "lafan1", "pose_joints": ["LeftPaw"]})
+    with pytest.raises(KinemaError, match="LeftPaw"):
+        build_from_paths([shared_data / "lafan1" / "walk4_subject1.bvh"], cfg, progress=False)

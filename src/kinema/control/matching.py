@@ -167,7 +167,8 @@ class MotionMatchingController:
         springs' prediction in the character's root space."""
         raw = self.db.raw_features[self.frame].astype(np.float64).copy()
         traj = self.trajectory.predict().features(self.root_position, self.root_direction)
-        raw[15:15 + len(traj)] = traj
+        t = self.db.trajectory_start
+        raw[t:t + len(traj)] = traj
         return self.db.normalize(raw)
 
     def _search(self, next_row: int) -> tuple[int, bool]:

@@ -13,7 +13,8 @@
 * **features** (27 with three trajectory samples), as in Holden's Motion-Matching: left
   and right foot positions, foot velocities, hip velocity (all in root space), future root
   positions (x, z) and facing directions (x, z) at ``trajectory_frames`` ahead in the
-  current root's space, clamped to the clip's last frame. Each group is centred per
+  current root's space, clamped to the clip's last frame; with ``config.pose_joints`` the
+  root-space positions of those joints come before the trajectory. Each group is centred per
   dimension and divided by (mean std of its dimensions) / weight, so a group's weight is
   its share of the squared-distance cost.
 
@@ -87,8 +88,10 @@ def feature_layout(config: DatabaseConfig) -> list[tuple[str, int, int, float]]:
               ("right_foot_position", 3, config.foot_position_weight),
               ("left_foot_velocity", 3, config.foot_velocity_weight),
               ("right_foot_velocity", 3, config.foot_velocity_weight),
-              ("hip_velocity", 3, config.hip_velocity_weight),
-              ("trajectory_position", t, config.trajectory_position_weight),
+              ("hip_velocity", 3, config.hip_velocity_weight)]
+    if config.pose_joints:
+        groups.append(("pose_joint_positions", 3 * len(config.pose_joints), config.pose_joint_weight))
+    groups += [("trajectory_position", t, config.trajectory_position_weight),
               ("trajectory_direction", t, config.trajectory_direction_weight)]
     out, start = [], 0
     for name, width, weight in groups:
@@ -123,6 +126,7 @@ def clip_rows(motion, config: DatabaseConfig) -> dict[str, np.ndarray]:
         feet = [sk.index(config.left_foot), sk.index(config.right_foot)]
         toes = [sk.index(config.left_toe), sk.index(config.right_toe)]
         hips = sk.index(config.hips)
+        extra = [sk.index(j) for j in config.pose_joints]
     except KeyError as e:
         raise KinemaError(f"clip {motion.name!r}: {e.args[0]} (set the joint names in the database config)") from None
     fps = float(motion.fps)
@@ -141,7 +145,7 @@ def clip_rows(motion, config: DatabaseConfig) -> dict[str, np.ndarray]:
     traj = root_trajectory(root, list(config.trajectory_frames), fps)
     raw = np.concatenate([
         pos_rs[:, feet[0]], pos_rs[:, feet[1]], vel_rs[:, feet[0]], vel_rs[:, feet[1]], vel_rs[:, hips],
-        traj.positions[:, :, [0, 2]].reshape(f, -1), traj.directions[:, :, [0, 2]].reshape(f, -1),
+        pos_rs[:, extra].reshape(f, -1), traj.positions[:, :, [0, 2]].reshape(f, -1), traj.directions[:, :, [0, 2]].reshape(f, -1),
     ], axis=1).astype(np.float32)
     contact = contact_labels(gpos, fps, toes, height_threshold=config.contact_height,
                              speed_threshold=config.contact_speed, filter_size=config.contact_filter)
@@ -266,8 +270,12 @@ class Database:
         """(N, 4 T) raw trajectory features of every row: future root positions (x, z) then
         facing directions (x, z) at ``config.trajectory_frames`` in the row's root space
         (the joystick request of a controller)."""
-        start = dict((g[0], g[1]) for g in self.feature_layout)["trajectory_position"]
-        return self.raw_features[:, start:]
+        return self.raw_features[:, self.trajectory_start:]
+
+    @property
+    def trajectory_start(self) -> int:
+        """First feature column of the trajectory (the last groups of every layout)."""
+        return dict((g[0], g[1]) for g in self.feature_layout)["trajectory_position"]
 
     def features_from_pose(self, pose: np.ndarray, trajectory: np.ndarray) -> np.ndarray:
         """Raw matching features (..., D) of pose vectors (..., P) and trajectory requests
@@ -280,8 +288,10 @@ class Database:
         vel = pose[..., lay["joint_velocities"][0]:lay["joint_velocities"][1]].reshape(*lead, j, 3)
         r = self.roles
         feet = [r["left_foot"], r["right_foot"]]
+        extra = [self.joint_names.index(n) for n in self.config.pose_joints]
         return np.concatenate([pos[..., feet, :].reshape(*lead, 6), vel[..., feet, :].reshape(*lead, 6),
-                               vel[..., r["hips"], :], trajectory], -1).astype(np.float32)
+                               vel[..., r["hips"], :], pos[..., extra, :].reshape(*lead, 3 * len(extra)),
+                               trajectory], -1).astype(np.float32)
 
     # -- features and search -------------------------------------------------------------
     def normalize(self, raw: np.ndarray) -> np.ndarray:
