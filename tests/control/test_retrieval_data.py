@@ -160,3 +160,38 @@ def test_fingerprint_is_the_db_build_fingerprint(db, sample_data, tmp_path):
     fewer = build_clips([sample_data / "games105" / f"{c}.bvh" for c in CLIPS[:-1]],
                         DatabaseConfig.preset("games105"), True)
     assert fewer.fingerprint != db.fingerprint
+
+
+def test_group_exclusion_keeps_a_query_out_of_its_whole_group(db, retriever):
+    """``retrieval.exclude_group``: a training query retrieves from none of the clips whose
+    names share its group (here "walk": walk_and_turn_left and walk_forward, mirrors too),
+    as a held-out actor's queries find no clip of that actor at test time."""
+    from kinema.control.retrieval.sequences import Retriever
+    from kinema.control.retrieval.training import clip_groups, make_retriever
+    from kinema.errors import KinemaError
+
+    groups = clip_groups(db, "walk")
+    names = [n.removesuffix("_mirror") for n in db.clip_names]
+    walks = [i for i, n in enumerate(names) if n.startswith("walk")]
+    assert len(walks) == 4 and len(set(groups[walks])) == 1 and len(set(groups)) == 3
+    cfg = {"model": {"k": 4}, "retrieval": {"exclude_group": "walk"}}
+    grouped = make_retriever(cfg, db, retriever.norm)
+    assert isinstance(grouped, Retriever) and np.array_equal(grouped.excluded, Retriever(db, retriever.norm, groups=groups).excluded)
+    c = names.index("walk_forward")
+    assert sorted(grouped.exclusions(np.array([c]))[0].tolist()) == walks
+    idle = names.index("idle")
+    assert sorted(grouped.exclusions(np.array([idle]))[0].tolist()) == [-1, -1, idle, idle + 1]
+    rows = np.arange(db.ranges[c, 0], db.ranges[c, 1], 5)
+    idx, _ = grouped.search(db.features[rows], grouped.exclusions(db.clip_of(rows)))
+    assert not np.isin(db.clip_of(idx), walks).any()
+    idx, _ = retriever.search(db.features[rows], retriever.exclusions(db.clip_of(rows)))
+    assert np.isin(db.clip_of(idx), walks).any()   # by clip only, the other walk is the nearest
+    sampler = WindowSampler(grouped, np.array(walks), 24, seed=2)
+    batch = sampler.batch(6)
+    flat = batch.candidates[..., :db.pose_width].reshape(-1, db.pose_width)
+    got = np.array([((grouped.poses_n - f) ** 2).sum(-1).argmin() for f in flat])
+    assert not np.isin(db.clip_of(got), walks).any()
+    with pytest.raises(KinemaError, match="regular expression"):
+        clip_groups(db, "subject(")
+    with pytest.raises(ValueError, match="one entry per database clip"):
+        Retriever(db, retriever.norm, groups=np.zeros(3))

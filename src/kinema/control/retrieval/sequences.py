@@ -55,11 +55,15 @@ class Retriever:
         k: candidates fed to the model; top: how many nearest rows to sample them from.
         tau: sampling temperature relative to the mean top cost (0: always the k best).
         refresh: frames between searches.
+        groups: (C,) a group id per database clip (e.g. the actor): a training query then
+            excludes every clip of its own group, not only its clip and mirror twin (None:
+            each clip and its twin are a group).
     """
 
     def __init__(self, db: Database, norm: PoseNormaliser, k: int = 4, top: int = 16, tau: float = 0.5,
-                 refresh: int = 6):
+                 refresh: int = 6, groups: np.ndarray | None = None):
         self.db, self.norm, self.k, self.top, self.tau, self.refresh = db, norm, k, max(top, k), tau, refresh
+        self.excluded = _exclusion_table(db, groups)
         self.poses_n = norm.normalise(db.pose)
         succ = db.successor(np.arange(db.rows))
         self.delta_n = ((db.pose[succ] - db.pose) / norm.std).astype(np.float32)
@@ -99,8 +103,26 @@ class Retriever:
                                cost[..., None].astype(np.float32)], -1)
 
     def exclusions(self, clips: np.ndarray) -> np.ndarray:
-        """(Q, 2) own clip and mirror twin of training queries from clips (Q,)."""
-        return np.stack([clips, self.db.twins[clips]], -1)
+        """(Q, M) clips a training query from clips (Q,) may not retrieve: its own, its
+        mirror twin and the rest of its group (-1 pads)."""
+        return self.excluded[clips]
+
+
+def _exclusion_table(db: Database, groups: np.ndarray | None) -> np.ndarray:
+    """(C, M) per clip: itself, its mirror twin, then the other clips of its group, -1 padded."""
+    c = len(db.clip_names)
+    ids = np.arange(c)
+    twins = db.twins
+    if groups is None:
+        return np.stack([ids, twins], -1)
+    groups = np.asarray(groups)
+    if groups.shape != (c,):
+        raise ValueError(f"groups must have one entry per database clip ({c}), got shape {groups.shape}")
+    rows = [[i, twins[i]] + [j for j in ids[(groups == groups[i])] if j not in (i, twins[i])] for i in ids]
+    table = np.full((c, max(map(len, rows))), -1, np.int64)
+    for i, r in enumerate(rows):
+        table[i, :len(r)] = r
+    return table
 
 
 @dataclass

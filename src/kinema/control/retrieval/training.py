@@ -26,7 +26,9 @@ to select the checkpoint; ``test``: clip names held out from both, the default e
 ``kinema db build TRAINING_CLIPS --config PRESET --mirror`` rebuilds it with the same
 fingerprint (the checkpoint's metadata holds the exact command).
 ``model`` (RetrievalMamba arguments), ``retrieval`` (top, tau, refresh; ``random = true``
-trains on uniformly random rows: the control of the ablations), ``train``
+trains on uniformly random rows: the control of the ablations; ``exclude_group``: a regular
+expression naming a clip's group, e.g. its actor, whose other clips a training query may
+not retrieve either, see :func:`clip_groups`), ``train``
 (see :class:`TrainSettings`) and ``out`` (checkpoint path).
 """
 from __future__ import annotations
@@ -35,6 +37,7 @@ import copy
 import glob
 import json
 import math
+import re
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -208,7 +211,25 @@ def make_retriever(cfg: dict, db: Database, norm: PoseNormaliser) -> Retriever:
     rc = cfg.get("retrieval", {})
     kind = RandomRetriever if rc.get("random", False) else Retriever
     return kind(db, norm, k=cfg.get("model", {}).get("k", 4), top=rc.get("top", 16),
-                tau=rc.get("tau", 0.5), refresh=rc.get("refresh", 6))
+                tau=rc.get("tau", 0.5), refresh=rc.get("refresh", 6),
+                groups=clip_groups(db, rc["exclude_group"]) if rc.get("exclude_group") else None)
+
+
+def clip_groups(db: Database, pattern: str) -> np.ndarray:
+    """(C,) group ids of the database clips: the first match of the regular expression
+    ``pattern`` in each clip's name (e.g. ``"subject\\d+"``: the LaFAN1 actor), or the
+    clip's own name where it does not match (mirrors share their original's group)."""
+    try:
+        rx = re.compile(pattern)
+    except re.error as e:
+        raise KinemaError(f"retrieval.exclude_group {pattern!r} is not a regular expression: {e}") from None
+    keys = []
+    for name in db.clip_names:
+        base = name.removesuffix("_mirror")
+        m = rx.search(base)
+        keys.append(m.group(0) if m else base)
+    _, ids = np.unique(keys, return_inverse=True)
+    return ids
 
 
 def make_model(cfg: dict, db: Database, retriever: Retriever) -> torch.nn.Module:
