@@ -43,3 +43,28 @@ def test_bootstrap_interval_agrees_with_scipy():
     assert abs(lo - ref.low) < 0.03 and abs(hi - ref.high) < 0.03
     # a constant gain has a zero-width interval at that value
     assert bootstrap_ci(np.full(10, 0.25)) == [0.25, 0.25]
+
+
+def test_motion_energy_and_mean_pose_collapse(games105_db, games105_retriever):
+    """The hedging diagnostics on real windows: the truth itself moves as much as the actor
+    (ratio 1) and is not collapsed (0 cm); the frozen first pose does not move (ratio 0); a
+    50/50 blend of the truth with the training mean pose moves exactly half as much and sits
+    exactly half the truth's distance nearer the mean pose (joint positions are linear in it)."""
+    from kinema.control.retrieval.evaluate import joint_positions, window_metrics
+
+    db, norm = games105_db, games105_retriever.norm
+    long = db.ranges[:, 1] - db.ranges[:, 0] >= 80
+    starts = db.ranges[long, 0] + 10
+    assert len(starts) >= 4
+    true = db.pose[starts[:, None] + np.arange(60)[None]]
+    m = window_metrics(true, true, norm, db, 0.0)
+    np.testing.assert_allclose(m["joint_speed_ratio"], 1.0, rtol=1e-6)
+    np.testing.assert_allclose(m["mean_pose_collapse_cm"], 0.0, atol=1e-6)
+    frozen = np.repeat(true[:, :1], 60, 1)
+    assert np.all(window_metrics(frozen, true, norm, db, 0.0)["joint_speed_ratio"] == 0.0)
+    half = 0.5 * true + 0.5 * norm.mean
+    h = window_metrics(half, true, norm, db, 0.0)
+    np.testing.assert_allclose(h["joint_speed_ratio"], 0.5, rtol=1e-4)
+    spread = np.linalg.norm(joint_positions(db, true) - joint_positions(db, norm.mean), axis=-1).mean((1, 2)) * 100
+    np.testing.assert_allclose(h["mean_pose_collapse_cm"], 0.5 * spread, rtol=1e-4)
+    assert spread.min() > 1.0

@@ -52,9 +52,10 @@ def format_table(result: dict) -> str:
                      f"{100 * r['gain_relative']:+.1f}% of the null-candidate loss)")
         rows = {"with retrieval": r["with"], "null candidates": r["without"], **r["baselines"]}
         keys = [k for k in r["with"] if k != "joint_error_max_cm"]
-        lines.append(f"  {'':24}" + "".join(f"{k:>20}" for k in keys))
+        widths = [max(20, len(k) + 2) for k in keys]
+        lines.append(f"  {'':24}" + "".join(f"{k:>{w}}" for k, w in zip(keys, widths)))
         for name, m in rows.items():
-            lines.append(f"  {name:24}" + "".join(f"{m.get(k, float('nan')):>20.4f}" for k in keys))
+            lines.append(f"  {name:24}" + "".join(f"{m.get(k, float('nan')):>{w}.4f}" for k, w in zip(keys, widths)))
     h = result["free_running"].get("horizons")
     if h:
         lines.append("free-running joint error (cm) over the first N frames; [95% CI of other - model]:")

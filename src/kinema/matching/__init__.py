@@ -2,7 +2,7 @@
 
 - :mod:`kinema.matching.search`: :class:`SearchIndex` (exact, fast), :func:`brute_force`,
   :class:`Exclusion`.
-- :mod:`kinema.matching.config`: :class:`DatabaseConfig` (presets ``lafan1``, ``bandai``,
+- :mod:`kinema.matching.config`: :class:`DatabaseConfig` (presets ``lafan1``, ``lafan1_pose``, ``bandai``,
   JSON files).
 - :mod:`kinema.matching.database`: :func:`build_database` / :func:`build_from_paths`,
   :class:`Database` (``Database.load(path)``, ``db.features``, ``db.search(...)``,

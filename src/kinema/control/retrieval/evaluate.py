@@ -15,7 +15,11 @@ a 95% percentile-bootstrap interval over windows. Metrics: character-space joint
 error (cm), foot skating (horizontal toe speed while the toe is within 2.5 cm of the
 floor, cm/s), root position (m) and heading (degrees) error against the clip's root, NPSS
 of the root-space joint rotations (6D) over 60-frame chunks, divergence rate (share of
-windows whose per-frame joint error exceeds 20 cm), the joint error over the first 15, 30, 60,
+windows whose per-frame joint error exceeds 20 cm), motion energy (``joint_speed_ratio``: the
+prediction's mean character-space joint speed over the truth's; 1 moves as much as the
+actor, the frozen pose 0) and collapse toward the average pose (``mean_pose_collapse_cm``:
+how much nearer the training mean pose the prediction is than the truth; 0 is the actor's
+own spread), the joint error over the first 15, 30, 60,
 120 and 300 frames with paired bootstrap intervals against every baseline, the mean joint
 error of every predicted frame (``free_running.frame_joint_error_cm``, the curves that
 :mod:`kinema.control.retrieval.plot` draws), and optionally a
@@ -98,6 +102,15 @@ def window_metrics(pred: np.ndarray, true: np.ndarray, norm: PoseNormaliser, db:
     out["_frame_joint_error_cm"] = err.mean(2)                                              # (W, H)
     out["joint_error_max_cm"] = err.mean(2).max(1)
     out["diverged_rate"] = (~(err.mean(2).max(1) <= DIVERGED_CM)).astype(np.float64)
+    # Motion energy and collapse toward the training mean pose: a predictor that hedges
+    # (moves less than the actor, or drifts to the average pose) lowers joint error without
+    # animating better, so both are reported next to it.
+    pj, tj = joint_positions(db, pred), joint_positions(db, true)
+    speed = lambda x: np.linalg.norm(np.diff(x, axis=1), axis=-1).mean((1, 2))  # noqa: E731
+    out["joint_speed_ratio"] = speed(pj) / np.maximum(speed(tj), 1e-9)
+    mean_pose = joint_positions(db, norm.mean)
+    gap = lambda x: np.linalg.norm(x - mean_pose, axis=-1).mean((1, 2)) * 100.0  # noqa: E731
+    out["mean_pose_collapse_cm"] = gap(tj) - gap(pj)
     rot = pose_slice(db, "joint_rotations_6d")
     out["npss"] = np.array([npss_windows(pred[w, :, rot], true[w, :, rot]) for w in range(len(pred))])
     if roots is not None:
