@@ -18,8 +18,8 @@ of the root-space joint rotations (6D) over 60-frame chunks, divergence rate (sh
 windows whose per-frame joint error exceeds 20 cm), motion energy (``joint_speed_ratio``: the
 prediction's mean character-space joint speed over the truth's; 1 moves as much as the
 actor, the frozen pose 0) and collapse toward the average pose (``mean_pose_collapse_cm``:
-how much nearer the training mean pose the prediction is than the truth; 0 is the actor's
-own spread), the joint error over the first 15, 30, 60,
+how much nearer the training mean pose the prediction is than the truth, in cm; 0: as
+far from it as the actor), the joint error over the first 15, 30, 60,
 120 and 300 frames with paired bootstrap intervals against every baseline, the mean joint
 error of every predicted frame (``free_running.frame_joint_error_cm``, the curves that
 :mod:`kinema.control.retrieval.plot` draws), and optionally a
