@@ -150,7 +150,7 @@ def stability(model, retriever: Retriever, source: Database, db: Database, frame
     ``windows`` starts spread over the clips: whether every output is finite, the largest
     per-frame joint error, and the mean joint error of the first and the last 300 frames
     (no growth = no divergence). Empty when no clip is long enough."""
-    starts = _windows(source, context + frames + 1, 1)
+    starts = window_starts(source, context + frames + 1, 1)
     if len(starts) == 0:
         return {"frames": frames, "windows": 0}
     starts = starts[np.linspace(0, len(starts) - 1, min(windows, len(starts))).astype(int)]
@@ -169,7 +169,8 @@ def stability(model, retriever: Retriever, source: Database, db: Database, frame
             "root_error_end_m": float(np.linalg.norm((r.root_pos[:, -1] - r.true_pos[:, -1])[:, [0, 2]], axis=-1).mean())}
 
 
-def _windows(source: Database, length: int, stride: int) -> np.ndarray:
+def window_starts(source: Database, length: int, stride: int) -> np.ndarray:
+    """First rows of the windows of ``length`` rows every ``stride`` rows inside each clip."""
     starts = [np.arange(lo, hi - length, stride) for lo, hi in source.ranges if hi - lo > length]
     return np.concatenate(starts) if starts else np.zeros(0, np.int64)
 
@@ -244,7 +245,7 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
         raise KinemaError(f"the evaluation clips' skeleton differs from the database's {db.fingerprint}")
     longest = int((source.ranges[:, 1] - source.ranges[:, 0]).max())
     frames = max(8, min(frames, longest - context - 2))
-    starts = _windows(source, context + frames + 1, stride)
+    starts = window_starts(source, context + frames + 1, stride)
     if len(starts) == 0:
         raise KinemaError(f"no clip is long enough for {context} + {frames} frames")
     if max_windows:
