@@ -16,7 +16,7 @@ with the checkpoint's own database rebuilt from its config:
     .venv/bin/python benchmarks/diagnose_retrieval.py models/retrieval_lafan1.safetensors \\
         [--clip ../shared/data/lafan1/push1_subject2.bvh] [--only speed,damping,mask,shift]
 
-Default clip: the checkpoint's test clip(s).
+Default clips: those of ``kinema eval`` (the checkpoint's test clips, else its validation clips).
 """
 from __future__ import annotations
 
@@ -26,10 +26,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from kinema.control.retrieval.evaluate import joint_positions, open_database, pose_slice, window_starts
+from kinema.cli.eval import validation_clips
+from kinema.control.retrieval.evaluate import (joint_positions, joint_speed, mean_pose_distance_cm, open_database,
+                                               pose_slice, window_starts)
 from kinema.control.retrieval.rollout import rollout, teacher_forced_candidates
 from kinema.control.retrieval.sequences import PoseNormaliser, Retriever
-from kinema.control.retrieval.training import build_clips, resolve_clips
+from kinema.control.retrieval.training import build_clips
 from kinema.nn.checkpoint import load_checkpoint
 
 HORIZONS = (15, 30, 60, 120, 300)
@@ -95,11 +97,8 @@ def main() -> None:
     model, meta = load_checkpoint(args.checkpoint)
     db = open_database(None, meta)
     norm = PoseNormaliser.from_json(meta["normalisation"]["pose"])
-    rc = meta.get("retrieval", {})
-    retriever = ShiftedRetriever(db, norm, k=rc.get("k", 4), top=rc.get("top", 16), tau=0.0,
-                                 refresh=rc.get("refresh", 6))
-    clips = args.clip or [str(p) for p in resolve_clips(meta["config"]["data"]["clips"])
-                          if p.stem in meta["config"]["data"].get("test", [])]
+    retriever = ShiftedRetriever.for_checkpoint(db, norm, meta)
+    clips = args.clip or validation_clips(meta)
     source = build_clips([Path(c) for c in clips], db.config, False, like=db)
     starts = window_starts(source, CONTEXT + FRAMES + 1, STRIDE)
     own = db.clip_ids(source.clip_names)
@@ -114,8 +113,8 @@ def main() -> None:
     def error(pred, true):  # (W, F) cm
         return np.linalg.norm(pred - true, axis=-1).mean(-1) * 100
 
-    def speed(x):  # (W,) cm/s mean joint speed
-        return np.linalg.norm(np.diff(x, axis=1), axis=-1).mean((1, 2)) * 100 * db.fps
+    def speed(x):  # (W,) cm/s
+        return joint_speed(x, db.fps)
 
     def row(name, pred, true):
         e = error(pred, true)
@@ -156,13 +155,12 @@ def main() -> None:
         cols = np.zeros(db.pose_width, np.float32)
         cols[pose_slice(db, "joint_positions")] = cols[pose_slice(db, "joint_rotations_6d")] = 1.0
         offset = (norm.normalise(source.pose[ctx])[:, :, None] - cands).mean((1, 2)) * cols
-        mean_pose = joint_positions(db, norm.mean)
         print("\ncandidates shifted by the context's posture offset (last column: collapse toward the "
               "training mean pose, cm)\n" + header)
         for share in (0.0, 0.5, 1.0):
             retriever.offset = (share * offset).astype(np.float32)
             p, t = run(model)
-            collapse = (np.linalg.norm(t - mean_pose, axis=-1).mean() - np.linalg.norm(p - mean_pose, axis=-1).mean()) * 100
+            collapse = (mean_pose_distance_cm(db, norm, t) - mean_pose_distance_cm(db, norm, p)).mean()
             row(f"shift x{share} (collapse {collapse:.1f})", p, t)
         retriever.offset = None
 

@@ -53,9 +53,7 @@ class RetrievalController:
                 raise KinemaError(f"{baseline}: trained on database {bmeta.get('fingerprint')}, got {db.fingerprint}")
         self.db = db
         self.norm = PoseNormaliser.from_json(meta["normalisation"]["pose"])
-        rc = meta.get("retrieval", {})
-        self.retriever = Retriever(db, self.norm, k=rc.get("k", 4), top=rc.get("top", 16), tau=0.0,
-                                   refresh=rc.get("refresh", 6))
+        self.retriever = Retriever.for_checkpoint(db, self.norm, meta)
         self.mode = mode
         self.reset(start_row)
 

@@ -90,6 +90,16 @@ def joint_positions(db: Database, poses: np.ndarray) -> np.ndarray:
     return poses[..., pose_slice(db, "joint_positions")].reshape(*poses.shape[:-1], db.num_joints, 3)
 
 
+def joint_speed(positions: np.ndarray, fps: float) -> np.ndarray:
+    """Mean joint speed (W,) in cm/s of root-space joint positions (W, H, J, 3) in metres."""
+    return np.linalg.norm(np.diff(positions, axis=1), axis=-1).mean((1, 2)) * 100.0 * fps
+
+
+def mean_pose_distance_cm(db: Database, norm: PoseNormaliser, positions: np.ndarray) -> np.ndarray:
+    """Mean distance (W,) in cm of joint positions (W, H, J, 3) from the training mean pose."""
+    return np.linalg.norm(positions - joint_positions(db, norm.mean), axis=-1).mean((1, 2)) * 100.0
+
+
 def window_metrics(pred: np.ndarray, true: np.ndarray, norm: PoseNormaliser, db: Database,
                    floor: float, roots: tuple[np.ndarray, ...] | None = None) -> dict[str, np.ndarray]:
     """Per-window metrics (each (W,)) of raw pose vectors (W, H, P) against the truth;
@@ -97,7 +107,8 @@ def window_metrics(pred: np.ndarray, true: np.ndarray, norm: PoseNormaliser, db:
     metrics."""
     pn, tn = norm.normalise(pred), norm.normalise(true)
     out = {"loss": ((pn - tn) ** 2).mean((1, 2))}
-    err = np.linalg.norm(joint_positions(db, pred) - joint_positions(db, true), axis=-1) * 100.0   # (W, H, J) cm
+    pj, tj = joint_positions(db, pred), joint_positions(db, true)
+    err = np.linalg.norm(pj - tj, axis=-1) * 100.0                                          # (W, H, J) cm
     out["joint_error_cm"] = err.mean((1, 2))
     out["_frame_joint_error_cm"] = err.mean(2)                                              # (W, H)
     out["joint_error_max_cm"] = err.mean(2).max(1)
@@ -105,12 +116,8 @@ def window_metrics(pred: np.ndarray, true: np.ndarray, norm: PoseNormaliser, db:
     # Motion energy and collapse toward the training mean pose: a predictor that hedges
     # (moves less than the actor, or drifts to the average pose) lowers joint error without
     # animating better, so both are reported next to it.
-    pj, tj = joint_positions(db, pred), joint_positions(db, true)
-    speed = lambda x: np.linalg.norm(np.diff(x, axis=1), axis=-1).mean((1, 2))  # noqa: E731
-    out["joint_speed_ratio"] = speed(pj) / np.maximum(speed(tj), 1e-9)
-    mean_pose = joint_positions(db, norm.mean)
-    gap = lambda x: np.linalg.norm(x - mean_pose, axis=-1).mean((1, 2)) * 100.0  # noqa: E731
-    out["mean_pose_collapse_cm"] = gap(tj) - gap(pj)
+    out["joint_speed_ratio"] = joint_speed(pj, db.fps) / np.maximum(joint_speed(tj, db.fps), 1e-9)
+    out["mean_pose_collapse_cm"] = mean_pose_distance_cm(db, norm, tj) - mean_pose_distance_cm(db, norm, pj)
     rot = pose_slice(db, "joint_rotations_6d")
     out["npss"] = np.array([npss_windows(pred[w, :, rot], true[w, :, rot]) for w in range(len(pred))])
     if roots is not None:
@@ -119,7 +126,7 @@ def window_metrics(pred: np.ndarray, true: np.ndarray, norm: PoseNormaliser, db:
         cosang = np.clip((rd * td).sum(-1), -1, 1)
         out["heading_error_deg"] = np.degrees(np.arccos(cosang)).mean(1)
         toes = [db.roles["left_toe"], db.roles["right_toe"]]
-        local = joint_positions(db, pred)[:, :, toes]                                     # (W, H, 2, 3)
+        local = pj[:, :, toes]                                     # (W, H, 2, 3)
         world = yaw_rotate(rd[:, :, None], local) + rp[:, :, None]
         speed = np.linalg.norm(np.diff(world[..., [0, 2]], axis=1), axis=-1) * db.fps * 100.0   # (W, H-1, 2)
         low = local[:, 1:, :, 1] < floor
@@ -235,10 +242,8 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     db = db if isinstance(db, Database) else open_database(db, meta)
     check_fingerprint(meta, db, db_path)
     norm = PoseNormaliser.from_json(meta["normalisation"]["pose"])
-    rc = meta.get("retrieval", {})
-    retriever = Retriever(db, norm, k=rc.get("k", 4), top=rc.get("top", 16), tau=0.0, refresh=rc.get("refresh", 6))
-    randomised = RandomRetriever(db, norm, k=retriever.k, top=retriever.top, tau=0.0, refresh=retriever.refresh,
-                                 seed=seed)
+    retriever = Retriever.for_checkpoint(db, norm, meta)
+    randomised = RandomRetriever.for_checkpoint(db, norm, meta, seed=seed)
     from kinema.control.retrieval.training import build_clips
     source = build_clips([Path(c) for c in clips], db.config, mirror, like=db)
     if not source.skeleton_matches(db):

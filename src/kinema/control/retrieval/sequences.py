@@ -69,6 +69,13 @@ class Retriever:
         self.delta_n = ((db.pose[succ] - db.pose) / norm.std).astype(np.float32)
         self.contacts = db.contacts.astype(np.float32)
 
+    @classmethod
+    def for_checkpoint(cls, db: Database, norm: PoseNormaliser, meta: dict, **kwargs) -> "Retriever":
+        """The inference retriever of a checkpoint (its metadata ``meta``): its k, top and
+        refresh, always the k best rows (tau 0); ``kwargs`` go to the constructor."""
+        rc = meta.get("retrieval", {})
+        return cls(db, norm, k=rc.get("k", 4), top=rc.get("top", 16), tau=0.0, refresh=rc.get("refresh", 6), **kwargs)
+
     @property
     def width(self) -> int:
         return 2 * self.db.pose_width + self.contacts.shape[1] + 1
