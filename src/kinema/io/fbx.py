@@ -37,14 +37,16 @@ import multiprocessing
 import os
 import traceback
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PureWindowsPath
 
 import numpy as np
 
 from kinema.errors import FormatError, KinemaError
 from kinema.io import scene_graph as sg
 from kinema.io.character import Character, Mesh
+from kinema.io.external import read_inside
 from kinema.io.skinning import pack_influences, transform_normals, transform_points
+from kinema.limits import DEFAULT
 from kinema.motion import Motion, Skeleton
 
 #: Longest animation accepted, in output frames.
@@ -240,6 +242,26 @@ def _vertex_attr(s: _Session, attr, dims: int):
     return values, indices
 
 
+def _external_texture(s: _Session, tex) -> bytes:
+    """Bytes of a texture file the FBX refers to, read only inside the FBX's folder.
+
+    FBX files usually store the author's absolute path; only its file name is tried, next
+    to the FBX, after the relative names (:mod:`kinema.io.external` refuses anything that
+    resolves outside the folder, non-regular files and files over the size limit). An
+    unreadable texture leaves the mesh untextured (b"")."""
+    names = [tex.relative_filename, tex.filename]
+    if tex.absolute_filename:
+        names.append(PureWindowsPath(tex.absolute_filename).name)
+    for name in names:
+        if not name:
+            continue
+        try:
+            return read_inside(str(name), s.path.parent, s.path, "texture", DEFAULT.max_external_bytes)
+        except FormatError:
+            continue
+    return b""
+
+
 def _texture_pixels(s: _Session, tex) -> np.ndarray | None:
     import imageio.v3 as iio
 
@@ -247,13 +269,7 @@ def _texture_pixels(s: _Session, tex) -> np.ndarray | None:
         return None
     data = bytes(tex.content)
     if not data:
-        for name in (tex.absolute_filename, tex.filename, tex.relative_filename):
-            if name:
-                p = Path(name)
-                p = p if p.is_absolute() else s.path.parent / p
-                if p.is_file():
-                    data = p.read_bytes()
-                    break
+        data = _external_texture(s, tex)
     if not data:
         return None
     try:

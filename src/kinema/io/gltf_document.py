@@ -10,7 +10,6 @@ used to write and validate files (:mod:`kinema.io.gltf_export`).
 """
 from __future__ import annotations
 
-import base64
 import json
 import struct
 from dataclasses import dataclass, field
@@ -19,6 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from kinema.errors import FormatError
+from kinema.io.external import read_uri
+from kinema.limits import DEFAULT, Limits
 
 GLB_MAGIC = b"glTF"
 CHUNK_JSON = 0x4E4F534A
@@ -66,6 +67,7 @@ class Document:
     gltf: object
     buffers: list[bytes]
     accessor_cache: dict = field(default_factory=dict)
+    limits: Limits = DEFAULT
 
     def error(self, message: str) -> FormatError:
         return FormatError(message, self.path)
@@ -108,25 +110,12 @@ def parse_glb(data: bytes, path: Path) -> tuple[str, bytes | None]:
     return text, bin_chunk
 
 
-def _decode_uri(uri: str, base: Path, path: Path, what: str) -> bytes:
-    if uri.startswith("data:"):
-        head, _, payload = uri.partition(",")
-        if ";base64" not in head:
-            raise FormatError(f"{what}: data URI is not base64", path)
-        try:
-            return base64.b64decode(payload, validate=False)
-        except ValueError as e:
-            raise FormatError(f"{what}: bad base64 data ({e})", path) from None
-    from urllib.parse import unquote
-    file = base / unquote(uri)
-    try:
-        return file.read_bytes()
-    except OSError as e:
-        raise FormatError(f"{what}: cannot read {file} ({e.strerror})", path) from None
+def open_document(path: str | Path, limits: Limits = DEFAULT) -> Document:
+    """Read a ``.glb`` or ``.gltf`` file (with its buffers) into a :class:`Document`.
 
-
-def open_document(path: str | Path) -> Document:
-    """Read a ``.glb`` or ``.gltf`` file (with its buffers) into a :class:`Document`."""
+    External buffers are read under the rules of :mod:`kinema.io.external` (relative
+    paths inside the file's folder, regular files, at most ``byteLength`` bytes).
+    """
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -154,21 +143,32 @@ def open_document(path: str | Path) -> Document:
         if getattr(gltf, key) is not None and not isinstance(getattr(gltf, key), list):
             raise FormatError(f"glTF JSON: {key!r} is not a list", path)
     try:
-        return Document(path, gltf, _buffers(gltf, bin_chunk, path))
+        return Document(path, gltf, _buffers(gltf, bin_chunk, path, limits), limits=limits)
     except (TypeError, ValueError, AttributeError, OverflowError) as e:
         raise FormatError(f"malformed glTF buffers ({type(e).__name__}: {e})", path) from None
 
 
-def _buffers(gltf: JsonView, bin_chunk: bytes | None, path: Path) -> list[bytes]:
+def _buffers(gltf: JsonView, bin_chunk: bytes | None, path: Path, limits: Limits) -> list[bytes]:
+    """The bytes of every buffer: the GLB BIN chunk, a data URI or an external file."""
     buffers = []
     for i, buf in enumerate(gltf.buffers or []):
-        length = int(buf.byteLength or 0)
+        if not isinstance(buf, JsonView):
+            raise FormatError(f"buffer {i} is not an object", path)
+        length = buf.byteLength
+        if not isinstance(length, int) or isinstance(length, bool) or length < 0:
+            raise FormatError(f"buffer {i}: invalid byteLength {length!r}", path)
         if buf.uri is None:
             if bin_chunk is None:
                 raise FormatError(f"buffer {i} refers to the GLB BIN chunk, which is missing", path)
             blob = bin_chunk
         else:
-            blob = _decode_uri(buf.uri, path.parent, path, f"buffer {i}")
+            bound = limits.max_data_uri_bytes if str(buf.uri).startswith("data:") \
+                else limits.max_external_bytes
+            if length > bound:
+                raise FormatError(f"buffer {i}: byteLength {length} is over the limit of {bound} "
+                                  "bytes (kinema.limits.Limits)", path)
+            blob = read_uri(buf.uri, path.parent, path, f"buffer {i}", length,
+                            exact=not str(buf.uri).startswith("data:"))
         if len(blob) < length:
             raise FormatError(f"buffer {i} declares {length} bytes but holds {len(blob)}", path)
         buffers.append(blob)
@@ -296,11 +296,19 @@ def read_image(doc: Document, index: int) -> np.ndarray:
     if img.bufferView is not None:
         data = buffer_view_bytes(doc, img.bufferView)
     elif img.uri:
-        data = _decode_uri(img.uri, doc.path.parent, doc.path, f"image {index}")
+        bound = doc.limits.max_data_uri_bytes if str(img.uri).startswith("data:") \
+            else doc.limits.max_external_bytes
+        data = read_uri(img.uri, doc.path.parent, doc.path, f"image {index}", bound)
     else:
         raise doc.error(f"image {index} has neither bufferView nor uri")
     try:
+        shape = iio.improps(data).shape
+        if int(np.prod(shape[:2], dtype=np.float64)) > doc.limits.max_image_pixels:
+            raise doc.error(f"image {index} is {shape[1]}x{shape[0]} pixels, over the limit of "
+                            f"{doc.limits.max_image_pixels} (kinema.limits.Limits.max_image_pixels)")
         pixels = np.asarray(iio.imread(data))
+    except FormatError:
+        raise
     except Exception as e:  # imageio raises plugin-specific types on undecodable data
         raise doc.error(f"image {index} cannot be decoded ({type(e).__name__}: {e})") from None
     if pixels.ndim == 2:
