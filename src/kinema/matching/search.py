@@ -134,11 +134,6 @@ def _ranges_arrays(ranges: np.ndarray | None, num_rows: int) -> tuple[np.ndarray
     return clip_of_row, clip_stop_of_row
 
 
-def _plain(a: np.ndarray, dtype: type) -> np.ndarray:
-    """``a`` as a C-contiguous, writable array of ``dtype`` (copied only when needed)."""
-    return np.require(a, dtype, ("C", "W"))
-
-
 def _check_queries(queries: np.ndarray, dims: int) -> tuple[np.ndarray, bool]:
     q = np.asarray(queries, np.float32)
     single = q.ndim == 1
@@ -151,13 +146,21 @@ def _check_queries(queries: np.ndarray, dims: int) -> tuple[np.ndarray, bool]:
 
 
 def _sqdist(rows: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Squared distances (...,) float32 between rows (..., D) and q broadcastable to them.
+    """Squared distances (N,) float32 between rows (N, D) float32 and one query (D,) float32.
 
-    The one cost kernel used by both the index and brute force (same elementwise
-    differences, same per-row reduction), so their costs are identical.
+    The cost every search reports: ``sum_j (row_j - q_j)^2`` in float32, each product and
+    each addition rounded, summed left to right over j. :class:`SearchIndex`'s compiled
+    kernel computes exactly this sequence, so their costs agree bit for bit (NumPy's own
+    reductions may sum in any order).
     """
-    d = rows - q
-    return np.einsum("...k,...k->...", d, d)
+    out = np.empty(len(rows), np.float32)
+    for s in range(0, len(rows), 4096):  # blocks that stay in cache
+        d = np.ascontiguousarray((rows[s:s + 4096] - q).T)
+        c = d[0] * d[0]
+        for j in range(1, len(d)):
+            c += d[j] * d[j]
+        out[s:s + 4096] = c
+    return out
 
 
 def _finish(qid: np.ndarray, rows: np.ndarray, cost: np.ndarray, num_queries: int, k: int,
@@ -234,131 +237,176 @@ def _segment_min_max(x: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     return lo, hi
 
 
+def _round_up(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
+def _group_boxes(lo: np.ndarray, hi: np.ndarray, groups: int) -> tuple[np.ndarray, int]:
+    """Boxes (n, D) of one level as ``groups`` groups of n / groups children in the kernel's
+    layout (per group: lo then hi, each (D, lanes) with children padded to LANES lanes by
+    empty boxes), flattened; and the lanes per group."""
+    n, dims = lo.shape
+    per = n // groups
+    lanes = _round_up(per, kern.LANES)
+    out = np.empty((groups, 2, dims, lanes), np.float32)
+    out[:, 0] = np.inf
+    out[:, 1] = -np.inf
+    out[:, 0, :, :per] = lo.reshape(groups, per, dims).transpose(0, 2, 1)
+    out[:, 1, :, :per] = hi.reshape(groups, per, dims).transpose(0, 2, 1)
+    return out.ravel(), lanes
+
+
+_NO_MASK = np.zeros(0, bool)
+_NO_CURRENT = np.zeros(0, np.int64)
+_NO_CLIPS = np.zeros((1, 0), np.int64)
+_ONE = np.zeros(1, np.int64)
+
+
 class SearchIndex:
     """Exact k-nearest search over fixed features with a box tree (see module docstring).
 
     Args:
-        features: (N, D) float32 normalised features (copied).
+        features: (N, D) float32 normalised features (copied into the index's own layout;
+            other dtypes are converted).
         ranges: (C, 2) [start, stop) rows of each clip (default: one clip); needed for
             clip-aware exclusions.
         leaf_size: rows per leaf block (power of two).
         fanout: children per stored node (power of two).
         top_nodes: the first stored level has at least this many nodes (fewer for tiny data).
         rotate: align the boxes with the principal axes of the features (tighter boxes).
+        samples: rows per node sampled to pick its split axis.
     """
 
     def __init__(self, features: np.ndarray, ranges: np.ndarray | None = None, leaf_size: int = 16,
-                 fanout: int = 8, top_nodes: int = 64, rotate: bool = True):
-        f = np.array(features, np.float32, order="C")  # own copy: final costs read it
-        if f.ndim != 2 or len(f) == 0:
+                 fanout: int = 8, top_nodes: int = 64, rotate: bool = True, samples: int = 256):
+        f = np.asarray(features)
+        if f.ndim != 2 or len(f) == 0 or f.shape[1] == 0:
             raise KinemaError(f"features must be a non-empty (N, D) array, got shape {np.shape(features)}")
-        if not np.all(np.isfinite(f)):
-            raise KinemaError("features contain NaN or infinity")
+        # the kernels read float32 rows; converted once (the only full-size copy made of
+        # the caller's array, and only when it is not float32 and C-ordered already)
+        f = np.ascontiguousarray(f, np.float32)
         for name, v in (("leaf_size", leaf_size), ("fanout", fanout)):
             if v < 2 or v & (v - 1):
                 raise KinemaError(f"{name} must be a power of two >= 2, got {v}")
-        self.features = f
-        self.num_rows, self.dims = f.shape
-        self.width = -(-self.dims // 8) * 8  # padded float32 width of the rotated copy
+        self.num_rows, self.dims = n, dims = f.shape
         self.leaf_size = leaf_size
-        self.clip_of_row, self.clip_stop_of_row = _ranges_arrays(ranges, self.num_rows)
+        self.clip_of_row, self.clip_stop_of_row = _ranges_arrays(ranges, n)
         # float32 summation error of a D-term cost is below (D + 4) 2^-24 relative: keep a wide margin
-        self.rel = max(1e-5, 16.0 * (self.dims + 4) * 2.0 ** -24)
+        self.rel = max(1e-5, 16.0 * (dims + 4) * 2.0 ** -24)
 
-        # Rotation into principal axes, in float64 so the rotated copy is accurate.
-        f64 = f.astype(np.float64)
-        self.mean = f64.mean(axis=0)
-        self.basis = np.eye(self.dims)
-        centred = f64 - self.mean
-        del f64
-        if rotate and self.num_rows > 1:
-            _, vecs = np.linalg.eigh(centred.T @ centred)  # principal axes
+        # Principal axes from a strided sample (any orthonormal basis keeps the search exact;
+        # these give tight boxes). The rotated float32 copy is the build's one full-size
+        # temporary; each row is rotated in float64 and its float32 rounding measured.
+        sample = f[::max(1, n // 65536)].astype(np.float64)
+        self.mean = sample.mean(axis=0)
+        self.basis = np.eye(dims)
+        if rotate and n > 1:
+            centred = sample - self.mean
+            _, vecs = np.linalg.eigh(centred.T @ centred)
             self.basis = np.ascontiguousarray(vecs[:, ::-1])
-        y = centred @ self.basis
-        big = float(np.abs(centred).max())
-        del centred
+        del sample
+        y = np.empty((n, dims), np.float32)
+        finite, self.row_err = kern.rotate_rows(f, self.mean, self.basis, y)
+        if not finite:
+            raise KinemaError("features contain NaN or infinity")
 
-        num_leaves = -(-self.num_rows // leaf_size)
+        num_leaves = -(-n // leaf_size)
         depth = max(0, int(np.ceil(np.log2(num_leaves))))
-        perm = self._build_order(y, depth)
         self.num_leaves = num_leaves
+        self.leaf_lanes = lanes = _round_up(leaf_size, kern.LANES)
+        # the leaf storage doubles as the build's scratch: the tree build streams rows between
+        # ``y`` and it, level by level (it holds at least N * D floats)
+        storage = np.empty(num_leaves * dims * lanes, np.float32)
+        scratch = storage[:n * dims].reshape(n, dims)
+        perm_a, perm_b = np.arange(n, dtype=np.int64), np.empty(n, np.int64)
+        flips = kern.build_tree(y, scratch, perm_a, perm_b, depth, leaf_size, max(4, int(samples)))
+        tree_rows, perm = (scratch, perm_b) if flips else (y, perm_a)
+        del perm_a, perm_b
         self.perm = perm  # tree position -> original row
-        yp = y[perm]
-        del y
-        r32 = yp.astype(np.float32)
-        # Euclidean rounding of the float32 copy per row (exact), plus the float64 rotation's
-        self.row_err = float(np.sqrt(((yp - r32) ** 2).sum(axis=1)).max()) + 1e-9 * (1.0 + big)
-        del yp
-        rows = np.zeros((num_leaves * leaf_size, self.width), np.float32)
-        rows[self.num_rows:, :self.dims] = np.inf  # padding rows never win
-        rows[:self.num_rows, :self.dims] = r32
-        self.leaf_rows = rows.reshape(num_leaves, leaf_size, self.width)
-        row_index = np.full(num_leaves * leaf_size, -1, np.int64)
-        row_index[:self.num_rows] = perm
-        self.row_index = row_index.reshape(num_leaves, leaf_size)
 
-        # Leaf boxes of the float32 rows (exact min/max), padded columns [0, 0]; missing
-        # leaves of the complete tree are empty boxes (lo > hi: infinitely far).
+        # Leaf boxes of the rotated float32 rows (exact min/max); missing leaves of the
+        # complete tree are empty boxes (lo > hi: infinitely far).
         n_full = 1 << depth
-        lo = np.full((n_full, self.width), np.inf, np.float32)
-        hi = np.full((n_full, self.width), -np.inf, np.float32)
-        lo[:num_leaves, :self.dims], hi[:num_leaves, :self.dims] = _segment_min_max(r32, leaf_size)
-        lo[:num_leaves, self.dims:] = 0.0
-        hi[:num_leaves, self.dims:] = 0.0
-        del r32
+        lo = np.full((n_full, dims), np.inf, np.float32)
+        hi = np.full((n_full, dims), -np.inf, np.float32)
+        lo[:num_leaves], hi[:num_leaves] = _segment_min_max(tree_rows, leaf_size)
+        del tree_rows, scratch, y
+        # now the storage takes its final content: the caller's rows in tree order, by leaf
+        self.row_index = np.empty(num_leaves * lanes, np.int64)
+        kern.fill_leaves(f, perm, leaf_size, lanes, storage, self.row_index)
+        self.leaf_rows = storage
 
         # Stored levels: every log2(fanout)-th depth from the leaves up, top >= top_nodes.
         shift = int(np.log2(fanout))
         keep = list(range(depth, -1, -shift))
         while len(keep) > 1 and (1 << keep[-1]) < top_nodes:
             keep.pop()
-        levels: list[np.ndarray] = []  # leaves first, (n_i, 2, width) boxes
+        levels: list[tuple[np.ndarray, np.ndarray]] = []  # leaves first
         cur_depth = depth
         for d in keep:
             while cur_depth > d:
                 lo = np.minimum(lo[0::2], lo[1::2])
                 hi = np.maximum(hi[0::2], hi[1::2])
                 cur_depth -= 1
-            levels.append(np.stack([lo, hi], axis=1))
+            levels.append((lo, hi))
         levels.reverse()
         depths = keep[::-1]
         # fanouts[i]: children per level-i node at level i + 1
         self.fanouts = np.asarray([1 << (depths[i + 1] - depths[i]) for i in range(len(depths) - 1)], np.int64)
-        self.boxes = np.ascontiguousarray(np.concatenate(levels))
-        self.level_off = np.concatenate([[0], np.cumsum([len(v) for v in levels])]).astype(np.int64)
+        parts, lane_list = [], []
+        for v, (lo_v, hi_v) in enumerate(levels):
+            flat, lanes_v = _group_boxes(lo_v, hi_v, 1 if v == 0 else len(levels[v - 1][0]))
+            parts.append(flat)
+            lane_list.append(lanes_v)
+        self.boxes = np.concatenate(parts)
+        self.level_off = np.concatenate([[0], np.cumsum([len(p) for p in parts])[:-1]]).astype(np.int64)
+        self.level_lanes = np.asarray(lane_list, np.int64)
 
-    def _build_order(self, y: np.ndarray, depth: int) -> np.ndarray:
-        """Row order of a complete binary tree of median splits over leaf blocks.
-
-        Node i at depth d covers leaves [i * 2^(depth-d), (i+1) * 2^(depth-d)) (clipped to
-        the data), so leaf j is rows [j * leaf_size, (j+1) * leaf_size) of the order; full
-        nodes split at the median of their axis of largest quartile spread (upper minus
-        lower quartile, from at most 256 strided rows of the node): outlying rows no longer
-        pick the axis, and on the biped benchmark a query's search needs ~30% fewer leaves
-        than with the widest axis (38.9 vs 54.4 leaf boxes within the final k-th cost).
-        """
-        n = len(y)
-        order = np.arange(n)
-        yo = y.astype(np.float32)  # the split choice needs no more precision
-        for d in range(depth):
-            nodes = 1 << d
-            span = (1 << (depth - d)) * self.leaf_size
-            bounds = np.minimum(np.arange(nodes + 1) * span, n)
-            counts = np.diff(bounds)
-            used = counts > 0
-            s = bounds[:-1][used]
-            lo, hi = _segment_min_max(yo, span)
-            axis = np.argmax(kern.segment_spread(yo, span), axis=1)
-            node_of = np.repeat(np.arange(len(s)), counts[used])
-            a = axis[node_of]
-            lo_a = lo[np.arange(len(s)), axis].astype(np.float64)
-            width = (hi[np.arange(len(s)), axis].astype(np.float64) - lo_a) * (1 + 1e-6) + 1e-30
-            # one global sort: node id + position within the node's range on its axis
-            key = node_of + (yo[np.arange(n), a] - lo_a[node_of]) / width[node_of]
-            step = np.argsort(key)
-            order = order[step]
-            yo = yo[step]
-        return order
+    def _rules(self, exclude: Exclusion | None, nq: int) -> tuple:
+        """The kernel's exclusion arguments (mask, clip_end, current per query, current for
+        all, around, clips), validated like :class:`_Rules`."""
+        if exclude is None:
+            return _NO_MASK, 0, _NO_CURRENT, -1, -1, _NO_CLIPS
+        mask = exclude.mask
+        if mask is None:
+            mask = _NO_MASK
+        else:
+            mask = np.asarray(mask)
+            if mask.shape != (self.num_rows,) or mask.dtype != bool:
+                raise KinemaError(f"exclusion mask must be bool of shape ({self.num_rows},), "
+                                  f"got {mask.dtype} {mask.shape}")
+            if not (mask.flags.c_contiguous and mask.flags.writeable):
+                mask = mask.copy()  # one compiled signature: C-ordered, writable
+        clip_end = max(0, int(exclude.clip_end))
+        cur, cur0, around = _NO_CURRENT, -1, int(exclude.around)
+        current = exclude.current
+        if current is not None and around >= 0:
+            if isinstance(current, (int, np.integer)):
+                cur0 = int(current)
+                if cur0 >= self.num_rows:
+                    raise KinemaError(f"exclusion current row out of range (database has {self.num_rows} rows)")
+            else:
+                c = np.asarray(current, np.int64)
+                if c.ndim > 1 or (c.ndim == 1 and len(c) != nq):
+                    raise KinemaError(f"exclusion current must be one int or (Q={nq},), got {c.shape}")
+                if c.max(initial=-1) >= self.num_rows:
+                    raise KinemaError(f"exclusion current row out of range (database has {self.num_rows} rows)")
+                if c.ndim == 0:
+                    cur0 = int(c)
+                else:
+                    cur = np.ascontiguousarray(c)
+                    if not cur.flags.writeable:
+                        cur = cur.copy()
+        clips = _NO_CLIPS
+        if exclude.clips is not None:
+            cl = np.asarray(exclude.clips, np.int64)
+            if cl.ndim == 1:
+                cl = cl[None]
+            elif cl.ndim != 2 or cl.shape[0] != nq:
+                raise KinemaError(f"exclusion clips must be (M,) or (Q={nq}, M), got {cl.shape}")
+            if cl.shape[1]:
+                clips = np.require(cl, np.int64, ("C", "W"))
+        return mask, clip_end, cur, cur0, around, clips
 
     def search(self, queries: np.ndarray, k: int = 4, exclude: Exclusion | None = None,
                threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
@@ -375,60 +423,59 @@ class SearchIndex:
             k rows are allowed; costs (Q, k) float32, inf where missing; sorted by cost,
             ties by row index.
         """
+        # Kept short on purpose: a controller calls this once per character and frame, so
+        # everything per database is prepared in __init__ and one query costs a few checks
+        # and one compiled call (finiteness is checked inside it).
+        q = queries
+        if type(q) is not np.ndarray or q.dtype != np.float32 or not q.flags.c_contiguous:
+            q = np.ascontiguousarray(q, np.float32)
+        if not q.flags.writeable:
+            q = q.copy()  # one compiled signature
+        single = q.ndim == 1
+        if single:
+            q = q.reshape(1, -1)
+        if q.ndim != 2 or q.shape[1] != self.dims:
+            raise KinemaError(f"queries must be (Q, {self.dims}) or ({self.dims},), got {np.shape(queries)}")
         if k < 1:
             raise KinemaError(f"k must be >= 1, got {k}")
         if threads < 1:
             raise KinemaError(f"threads must be >= 1, got {threads}")
-        q, single = _check_queries(queries, self.dims)
-        nq = len(q)
-        r = _Rules(exclude, nq, self.clip_of_row, self.clip_stop_of_row, self.num_rows)
-        qr, qerr = kern.rotate_queries(q, self.mean, self.basis, self.width)
-        has_cur = r.current is not None
-        rules = (_plain(r.mask if r.mask is not None else np.zeros(0, bool), np.bool_), int(r.clip_end),
-                 self.clip_stop_of_row, self.clip_of_row,
-                 _plain(r.current if has_cur else np.zeros(0), np.int64),
-                 _plain(r.current_clip if has_cur else np.zeros(0), np.int64),
-                 int(r.around) if has_cur else 0,
-                 _plain(r.clips if r.clips is not None else np.zeros((nq, 0)), np.int64))
+        nq = q.shape[0]
+        k = int(k)
+        rules = self._rules(exclude, nq)
+        idx = np.empty((nq, k), np.int64)
+        cost = np.empty((nq, k), np.float32)
         if nq == 1:
-            qid, rows = self._run(qr, qerr, int(k), np.zeros(1, np.int64), rules)
+            order = _ONE
         else:
-            order = kern.tree_order(qr, self.boxes, self.level_off, self.fanouts)
-            parts = [order] if threads == 1 else np.array_split(order, min(threads, nq))
-            if len(parts) == 1:
-                qid, rows = self._run(qr, qerr, int(k), order, rules)
-            else:
-                with ThreadPoolExecutor(len(parts)) as pool:
-                    done = list(pool.map(lambda part: self._run(qr, qerr, int(k), part, rules), parts))
-                qid = np.concatenate([d[0] for d in done])
-                rows = np.concatenate([d[1] for d in done])
-        # final costs with the brute-force kernel (float32), so both agree bit for bit
-        cost = _sqdist(self.features.take(rows, axis=0), q[0] if nq == 1 else q.take(qid, axis=0))
-        return _finish(qid, rows, cost, nq, k, single)
+            order = kern.tree_order(q, self.mean, self.basis, self.boxes, self.level_off, self.level_lanes,
+                                    self.fanouts)
+        parts = min(threads, nq)
+        if parts == 1:
+            status = self._run(q, order, 0, nq, k, rules, idx, cost)
+        else:
+            cuts = np.linspace(0, nq, parts + 1).astype(np.int64)
+            with ThreadPoolExecutor(parts) as pool:
+                done = list(pool.map(lambda i: self._run(q, order, int(cuts[i]), int(cuts[i + 1]), k, rules, idx,
+                                                         cost), range(parts)))
+            status = min(done)
+        if status < 0:
+            raise KinemaError("queries contain NaN or infinity")
+        if single:
+            return idx[0], cost[0]
+        return idx, cost
 
-    def _run(self, qr: np.ndarray, qerr: np.ndarray, k: int, order: np.ndarray, rules: tuple
-             ) -> tuple[np.ndarray, np.ndarray]:
-        """Candidates (query index, original row) of queries ``order`` (see ``kern.knn``)."""
-        cap = 16 * len(order) + 64
-        out_q, out_row = [], []
-        start = 0
-        while start < len(order):
-            bq, brow, bcost = np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.float32)
-            n, stop = kern.knn(qr, qerr, k, order, start, self.boxes, self.level_off, self.fanouts, self.leaf_rows,
-                               self.row_index, self.rel, self.row_err, *rules, bq, brow, bcost)
-            if stop == start:  # not even one query fitted
-                cap *= 4
-                continue
-            out_q.append(bq[:n])
-            out_row.append(brow[:n])
-            start = stop
-        if len(out_q) == 1:
-            return out_q[0], out_row[0]
-        return np.concatenate(out_q), np.concatenate(out_row)
+    def _run(self, q: np.ndarray, order: np.ndarray, start: int, stop: int, k: int, rules: tuple,
+             idx: np.ndarray, cost: np.ndarray) -> int:
+        mask, clip_end, cur, cur0, around, clips = rules
+        return kern.knn(q, self.mean, self.basis, order, start, stop, k, self.boxes, self.level_off,
+                        self.level_lanes, self.fanouts, self.leaf_rows, self.row_index, self.leaf_lanes, self.rel,
+                        self.row_err, mask, clip_end, self.clip_stop_of_row, self.clip_of_row, cur, cur0, around,
+                        clips, idx, cost)
 
     @property
     def nbytes(self) -> int:
-        """Memory held by the index (feature copy, rotated rows, boxes, maps), in bytes."""
-        arrays = [self.features, self.leaf_rows, self.row_index, self.perm, self.clip_of_row,
-                  self.clip_stop_of_row, self.boxes, self.level_off, self.fanouts]
+        """Memory held by the index (leaf rows, boxes, maps), in bytes."""
+        arrays = [self.leaf_rows, self.row_index, self.perm, self.clip_of_row, self.clip_stop_of_row, self.boxes,
+                  self.level_off, self.level_lanes, self.fanouts, self.mean, self.basis]
         return int(sum(a.nbytes for a in arrays))
