@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from kinema.control.retrieval.evaluate import joint_positions
+from kinema.control.retrieval.metrics import joint_positions
 from kinema.control.retrieval.training import make_model
 from kinema.errors import KinemaError
 from kinema.nn.checkpoint import load_checkpoint, save_checkpoint

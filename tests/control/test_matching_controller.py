@@ -155,7 +155,7 @@ def test_pose_angular_velocities_are_world_rates_in_root_space(db):
         for k in (r, r + 1):
             d = db.root_directions[k].astype(np.float64)
             yaw = R.from_rotvec([0.0, np.arctan2(d[0], d[2]), 0.0])
-            world.append(yaw * R.from_quat(c._rotations(k), scalar_first=True))
+            world.append(yaw * R.from_quat(c._pose(k).rotations, scalar_first=True))
         yaw_r = R.from_rotvec([0.0, np.arctan2(*db.root_directions[r, [0, 2]].astype(np.float64)), 0.0])
         omega = yaw_r.inv().apply((world[1] * world[0].inv()).as_rotvec() * db.fps)  # (J, 3) root frame
         errors.append(np.median(np.linalg.norm(c._pose(r).angular_velocities - omega, axis=-1)))

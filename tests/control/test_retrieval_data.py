@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kinema.control.retrieval.evaluate import joint_positions
+from kinema.control.retrieval.metrics import joint_positions
 from kinema.control.retrieval.rollout import control_at, integrate_root, root_motion
 from kinema.control.retrieval.sequences import WindowSampler
 from kinema.control.retrieval.training import build_clips

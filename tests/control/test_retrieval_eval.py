@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from kinema.control.retrieval.evaluate import bootstrap_ci, npss, npss_windows
+from kinema.control.retrieval.metrics import bootstrap_ci, npss, npss_windows
 
 
 def npss_oracle(pred: np.ndarray, true: np.ndarray) -> float:
@@ -50,7 +50,7 @@ def test_motion_energy_and_mean_pose_collapse(games105_db, games105_retriever):
     (ratio 1) and is not collapsed (0 cm); the frozen first pose does not move (ratio 0); a
     50/50 blend of the truth with the training mean pose moves exactly half as much and sits
     exactly half the truth's distance nearer the mean pose (joint positions are linear in it)."""
-    from kinema.control.retrieval.evaluate import joint_positions, window_metrics
+    from kinema.control.retrieval.metrics import joint_positions, window_metrics
 
     db, norm = games105_db, games105_retriever.norm
     long = db.ranges[:, 1] - db.ranges[:, 0] >= 80

@@ -82,10 +82,18 @@ def test_retrieval_gain_is_measured_and_never_exactly_zero(result):
         assert r["gain"] == pytest.approx(r["without"]["loss"] - r["with"]["loss"], rel=1e-4, abs=1e-7)
         lo, hi = r["gain_ci95"]
         assert lo <= r["gain"] <= hi
-        assert set(r["baselines"]) >= {"copy_previous", "nearest_candidate", "motion_matching", "random_candidates"}
+        assert set(r["baselines"]) >= {"copy_previous", "nearest_candidate", "motion_matching_playback",
+                                       "random_candidates"}
+        assert "frechet_split_half" in r["ground_truth"]
+        assert {"accel_ratio", "energy_window_fraction", "frechet"} <= set(r["with"])
         assert np.isfinite(r["with"]["loss"]) and r["with"]["joint_error_cm"] > 0
+    assert "motion_matching" in result["free_running"]["baselines"]   # the runtime controller, inertialized
+    assert result["free_running"]["ground_truth"]["foot_skate_cm_s"] > 0
     fr = result["free_running"]["with"]
-    assert {"root_error_m", "heading_error_deg", "foot_skate_cm_s", "npss"} <= set(fr)
+    assert {"root_error_m", "heading_error_deg", "foot_skate_cm_s", "npss", "world_joint_error_cm"} <= set(fr)
+    assert set(result["free_running"]["per_clip"]) <= {Path(c).stem for c in result["clips"]}
+    for clip in result["free_running"]["per_clip"].values():
+        assert clip["windows"] > 0 and {"with", "without", "ground_truth", "motion_matching"} <= set(clip)
     # copying the previous pose is exact in teacher forcing only up to one frame of motion
     assert 0 < result["teacher_forced"]["baselines"]["copy_previous"]["joint_error_cm"] < 5
 

@@ -51,7 +51,7 @@ def runs(controller):
             raw, shown = [], []
             for _ in range(FRAMES):
                 program.step(loco.scripted_stick(program.t), 1 / 60, True)
-                raw.append(loco.world_pose(ctl)[1])
+                raw.append(ctl.world_pose()[1])
                 shown.append(program.shown[1])
             out[mode, lock] = (program.metrics(floor=0.03), np.array(raw), np.array(shown))
     return db, out
@@ -98,12 +98,13 @@ def test_a_live_switch_does_not_pop_the_toes(controller):
             program.set_mode(order[f // 60])
         program.step(loco.scripted_stick(program.t), 1 / 60, True)
         shown.append(program.shown[1][toes])
-        raw.append(loco.world_pose(ctl)[1][toes])
+        raw.append(ctl.world_pose()[1][toes])
     assert program.mode == "matching"
     step_shown = np.linalg.norm(np.diff(np.array(shown), axis=0), axis=-1).max(-1)
     step_raw = np.linalg.norm(np.diff(np.array(raw), axis=0), axis=-1).max(-1)
     at_switch = [f - 1 for f in range(30, 270, 60)]
-    assert np.all(step_shown[at_switch] <= step_raw[at_switch] + 0.01)
+    # 1.5 cm of slack for the release offsets (forgetting the locks instead: 25 cm)
+    assert np.all(step_shown[at_switch] <= step_raw[at_switch] + 0.015)
 
 
 def test_cli_flag_and_metrics(runs, cache, tmp_path):

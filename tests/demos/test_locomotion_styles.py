@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from kinema.cli.main import main
+from kinema.control.retrieval.controller import pose_to_world
 from kinema.demos import locomotion as loco
 
 W, H = 480, 270
@@ -120,7 +121,7 @@ def test_pose_vector_to_world_matches_forward_kinematics(shared_data):
     db = build_database([m], DatabaseConfig.preset("lafan1"), progress=False)
     gr, gp = m.global_rotations(), m.global_positions()
     for f in (10, 120, 230):
-        rot, pos = loco.pose_to_world(db.pose[f], m.skeleton.num_joints, db.root_positions[f], db.root_directions[f])
+        rot, pos = pose_to_world(db.pose[f], m.skeleton.num_joints, db.root_positions[f], db.root_directions[f])
         assert np.abs(pos - gp[f]).max() < 1e-4
         assert np.abs(np.abs((rot * gr[f]).sum(-1)) - 1).max() < 1e-5     # same rotation (q or -q)
     # the LaFAN1 skeleton gets the skinned character; the bundled GAMES-105 one does not

@@ -24,6 +24,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stability", type=int, default=0, metavar="FRAMES",
                         help="also run free-running rollouts of this many frames (e.g. 1200 = 20 s) and "
                              "report whether they stay finite and bounded")
+    parser.add_argument("--scenarios", nargs="*", metavar="NAME",
+                        help="also drive the runtime controller with scripted sticks, 60 s each (default all: "
+                             "idle stop_start turns circle walk_run): finite, bone-length drift, head above hips, "
+                             "root error, foot skating")
+    parser.add_argument("--scenario-frames", type=int, default=3600, metavar="FRAMES",
+                        help="frames per scenario at 60 Hz (default 3600 = 60 s)")
+    parser.add_argument("--raw-positions", action="store_true",
+                        help="score the networks' predicted joint positions as they are, instead of rebuilding "
+                             "them from the predicted rotations as the runtime draws them")
     parser.add_argument("--plot", metavar="PNG", help="also draw the per-frame free-running joint error of the "
                                                      "model and every baseline into this PNG")
     parser.add_argument("--json", action="store_true", help="print the full result as JSON")
@@ -64,6 +73,13 @@ def format_table(result: dict) -> str:
             ci = h["other_minus_model_ci95"].get(name)
             cells = [f"{v:.2f}" + ("" if ci is None else f" [{ci[i][0]:+.1f},{ci[i][1]:+.1f}]") for i, v in enumerate(vals)]
             lines.append(f"  {name:24}" + "".join(f"{c:>24}" for c in cells))
+    for name, sc in (result.get("scenarios") or {}).items():
+        lines.append(f"scenario {name:10} finite {sc['finite']!s:5} bone drift {sc['bone_length_drift_mm']:9.2f} mm  "
+                     f"head above hips {sc['head_above_hips']!s:5}  root error {sc['root_error_m']:.3f} m  "
+                     f"foot skate {sc['foot_skate_cm_s']:6.1f} cm/s")
+    from kinema.control.retrieval.targets import check_targets
+    lines.append("targets: " + ", ".join(f"{r['target']} {'ok' if r['passed'] else 'MISSED'}"
+                                         for r in check_targets(result) if r["passed"] is not None))
     st = result.get("stability")
     if st:
         lines.append(f"stability ({st['windows']} rollouts of {st['frames']} frames): " + json.dumps(st))
@@ -76,10 +92,12 @@ def run(args: argparse.Namespace) -> int:
     from kinema.control.retrieval.evaluate import evaluate
     from kinema.nn.checkpoint import read_metadata
 
-    clips = args.clips or validation_clips(read_metadata(args.checkpoint))
+    meta = read_metadata(args.checkpoint)     # CheckpointError if it has none
+    clips = args.clips or validation_clips(meta)
     result = evaluate(args.checkpoint, args.db, clips, frames=args.frames, context=args.context, stride=args.stride,
                       baseline=args.baseline, max_windows=args.max_windows,
-                      mirror=args.mirror, stability_frames=args.stability)
+                      mirror=args.mirror, stability_frames=args.stability, rigid=not args.raw_positions,
+                      scenarios=args.scenarios, scenario_frames=args.scenario_frames)
     result["command"] = "kinema eval " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["eval"] else None
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1))

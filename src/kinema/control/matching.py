@@ -95,6 +95,37 @@ class MatchingOutput:
     root_adjustment: float = 0.0
 
 
+def row_pose_state(db, row: int) -> PoseState:
+    """Root-space pose of row ``row`` of a database (or of any clips built with a database's
+    config, e.g. held-out clips).
+
+    Velocities are world velocities and angular velocities world rates (the root's own
+    yaw rate added to the root-space rate toward the next row), both expressed in root
+    space: the root switches to the new row's motion at once on a transition, and the
+    inertialized offsets of these world rates carry that jump, so the shown world pose
+    keeps its velocity (a planted toe stays planted through the switch).
+    """
+    layout = {name: (a, b) for name, a, b in db.pose_layout}
+    p = db.pose
+    j = db.num_joints
+
+    def rotations(r: int) -> np.ndarray:
+        a, b = layout["joint_rotations_6d"]
+        return quat.from_6d(p[r, a:b].reshape(j, 6).astype(np.float64))
+
+    a, b = layout["joint_positions"]
+    pos = p[row, a:b].reshape(j, 3).astype(np.float64)
+    a, b = layout["joint_velocities"]
+    vel = p[row, a:b].reshape(j, 3).astype(np.float64)
+    rot = rotations(row)
+    stop = db.ranges[db.clip_of(row), 1]
+    nxt = rotations(min(row + 1, stop - 1))
+    ang = quat.log(quat.abs(quat.mul(nxt, quat.inv(rot)))) * db.fps
+    a, _ = layout["root_angular_velocity"]
+    ang[:, 1] += float(p[row, a + 1])
+    return PoseState(pos, vel, rot, ang)
+
+
 def _yaw_quat(d: np.ndarray) -> np.ndarray:
     half = 0.5 * np.arctan2(d[0], d[2])
     return np.array([np.cos(half), 0.0, np.sin(half), 0.0])
@@ -135,46 +166,26 @@ class MotionMatchingController:
 
     # -- pose rows -------------------------------------------------------------------------
     def _pose(self, row: int) -> PoseState:
-        """Root-space pose of a database row.
-
-        Velocities are world velocities and angular velocities world rates (the root's own
-        yaw rate added to the root-space rate toward the next row), both expressed in root
-        space: the root switches to the new row's motion at once on a transition, and the
-        inertialized offsets of these world rates carry that jump, so the shown world pose
-        keeps its velocity (a planted toe stays planted through the switch).
-        """
-        p = self.db.pose
-        j = self.num_joints
-        a, b = self.layout["joint_positions"]
-        pos = p[row, a:b].reshape(j, 3).astype(np.float64)
-        a, b = self.layout["joint_velocities"]
-        vel = p[row, a:b].reshape(j, 3).astype(np.float64)
-        rot = self._rotations(row)
-        stop = self.db.ranges[self.db.clip_of(row), 1]
-        nxt = self._rotations(min(row + 1, stop - 1))
-        ang = quat.log(quat.abs(quat.mul(nxt, quat.inv(rot)))) * self.db.fps
-        a, _ = self.layout["root_angular_velocity"]
-        ang[:, 1] += float(p[row, a + 1])
-        return PoseState(pos, vel, rot, ang)
-
-    def _rotations(self, row: int) -> np.ndarray:
-        a, b = self.layout["joint_rotations_6d"]
-        return quat.from_6d(self.db.pose[row, a:b].reshape(self.num_joints, 6).astype(np.float64))
+        return row_pose_state(self.db, row)
 
     # -- search ----------------------------------------------------------------------------
-    def query(self) -> np.ndarray:
+    def query(self, request: np.ndarray | None = None) -> np.ndarray:
         """Normalised query (D,): pose features of the playing row, trajectory from the
-        springs' prediction in the character's root space."""
+        springs' prediction in the character's root space (or the given ``request`` (4T,),
+        a trajectory already in that space)."""
         raw = self.db.raw_features[self.frame].astype(np.float64).copy()
-        traj = self.trajectory.predict().features(self.root_position, self.root_direction)
+        if request is None:
+            traj = self.trajectory.predict().features(self.root_position, self.root_direction)
+        else:
+            traj = np.asarray(request, np.float64)
         t = self.db.trajectory_start
         raw[t:t + len(traj)] = traj
         return self.db.normalize(raw)
 
-    def _search(self, next_row: int) -> tuple[int, bool]:
+    def _search(self, next_row: int, request: np.ndarray | None = None, clips=None) -> tuple[int, bool]:
         cfg = self.config
-        q = self.query()
-        ex = Exclusion(current=self.frame, around=cfg.exclude_around, clip_end=cfg.exclude_clip_end)
+        q = self.query(request)
+        ex = Exclusion(current=self.frame, around=cfg.exclude_around, clip_end=cfg.exclude_clip_end, clips=clips)
         idx, cost = self.db.search(q, k=1, exclude=ex)
         best = int(idx[0])
         if best < 0:
@@ -223,6 +234,57 @@ class MotionMatchingController:
         return MatchingOutput(world_pos, world_rot, self.root_position.copy(), self.root_direction.copy(),
                               self.frame, contacts.copy(), searched, transitioned,
                               self._adjustment)
+
+    # -- driven by a trajectory request (evaluation) ----------------------------------------
+    def start_from(self, pose: PoseState, features: np.ndarray, request: np.ndarray,
+                   root_position: np.ndarray, root_direction: np.ndarray, clips=None) -> None:
+        """Start from a pose that need not be a database row (e.g. the last frame of a
+        held-out clip): the best row for its raw matching ``features`` (D,) with the
+        trajectory ``request`` (4T,) starts playing, inertialized from ``pose``
+        (root space); the root is put at ``root_position`` facing ``root_direction``."""
+        raw = np.asarray(features, np.float64).copy()
+        t = self.db.trajectory_start
+        raw[t:t + len(request)] = request
+        ex = Exclusion(clip_end=self.config.exclude_clip_end, clips=clips)
+        idx, _ = self.db.search(self.db.normalize(raw), k=1, exclude=ex)
+        self.frame = max(int(idx[0]), 0)
+        self._clip_stop = self.db.ranges[self.db.clip_of(self.frame), 1]
+        self.inertializer.reset()
+        self.inertializer.transition(pose, self._pose(self.frame))
+        self.root_position = np.asarray(root_position, np.float64).copy()
+        self.root_direction = np.asarray(root_direction, np.float64).copy()
+        self.frames_since_search = 0
+
+    def follow(self, request: np.ndarray, dt: float, clips=None) -> PoseState:
+        """Advance one frame toward a trajectory ``request`` (4T,) given in the character's
+        root space (the joystick of the retrieval controller), without the springs: a search
+        every ``search_every`` frames and at a clip's end, inertialized transitions, the root
+        moved by the playing row's own root motion (as the retrieval controller's root).
+        ``clips``: database clips never to play (e.g. the evaluated clip's own). Returns the
+        inertialized root-space pose; the root is ``root_position``/``root_direction``."""
+        next_row = self.frame + 1
+        self.frames_since_search += 1
+        if next_row >= self._clip_stop or self.frames_since_search >= self.config.search_every:
+            self.frames_since_search = 0
+            target, transitioned = self._search(min(next_row, self._clip_stop - 1), request, clips)
+            if transitioned:
+                self.inertializer.transition(self._pose(self.frame), self._pose(target))
+                next_row = min(target + 1, int(self.db.ranges[self.db.clip_of(target), 1]) - 1)
+        else:
+            transitioned = False
+        if not transitioned and next_row >= self._clip_stop:   # nothing better: hold the last row
+            next_row = self._clip_stop - 1
+        self.frame = next_row
+        self._clip_stop = self.db.ranges[self.db.clip_of(self.frame), 1]
+        a, b = self.layout["root_velocity"]
+        v_rs = self.db.pose[self.frame, a:b].astype(np.float64)
+        a, _ = self.layout["root_angular_velocity"]
+        yaw_rate = float(self.db.pose[self.frame, a + 1])
+        self.root_position = self.root_position + yaw_rotate(self.root_direction, v_rs) * dt
+        self.root_position[1] = 0
+        ang = np.arctan2(self.root_direction[0], self.root_direction[2]) + yaw_rate * dt
+        self.root_direction = np.array([np.sin(ang), 0.0, np.cos(ang)])
+        return self.inertializer.update(self._pose(self.frame), dt)
 
     def _move_root(self, dt: float) -> None:
         """Root motion of the playing row, then pull toward the simulation and clamp."""

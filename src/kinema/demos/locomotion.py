@@ -29,8 +29,9 @@ Headless (``--headless --frames N --out DIR``): a scripted stick track (walk, tu
 turn right, stop, walk back) is run with every controller in turn from the same start;
 ``metrics.json`` gets, per controller, the distance between the character's root and the
 simulation object (trajectory following; by default the root is pulled toward the
-simulation object as Motion Matching does, :func:`adjust_root`), heading error, foot skating (horizontal toe
-speed of the drawn pose while the toe is within 2.5 cm of the floor; and, as
+simulation object as Motion Matching does,
+:meth:`~kinema.control.retrieval.controller.RetrievalController.adjust_toward`), heading
+error, foot skating (horizontal toe speed of the drawn pose while the toe is within 2.5 cm of the floor; and, as
 ``foot_skate_in_contact_cm_s``, while the controller's contact label for it is on), speed,
 time per frame and whether the foot lock was on (with its time per frame). With
 ``--render`` (needs kinema.render) each controller's run is also written as an MP4, and
@@ -119,53 +120,8 @@ def cached_database(checkpoint: Path, cache: Path, data: str | None = None):
     return db
 
 
-ADJUST_HALFLIFE = 0.2   # s, position and facing pulled toward the simulation object
-ADJUST_CLAMP = 0.5      # m, the root never lags the simulation object by more
 FOOT_LOCK_UNLOCK_RADIUS = 0.2   # m, a locked toe lets go when the animated one is this far (MM)
 FOOT_LOCK_HALFLIFE = 0.1        # s, lock/release offsets decay with this halflife (MM)
-
-
-def adjust_root(ctl, position: np.ndarray, direction: np.ndarray, dt: float) -> None:
-    """Motion Matching's adjustment and clamping (NOTES.md 1.5): the character's root moves
-    toward the simulation object with a damper of ADJUST_HALFLIFE and never lags it by
-    more than ADJUST_CLAMP; its facing turns toward the simulation's the same way. Applied
-    to every controller alike (``--no-adjust`` turns it off)."""
-    a = 1.0 - 0.5 ** (dt / ADJUST_HALFLIFE)
-    pos = ctl.root_pos[0] + a * (np.asarray(position, np.float32) * [1, 0, 1] - ctl.root_pos[0])
-    off = pos - np.asarray(position, np.float32) * [1, 0, 1]
-    dist = float(np.linalg.norm(off))
-    if dist > ADJUST_CLAMP:
-        pos = pos - off * (1 - ADJUST_CLAMP / dist)
-    yaw = np.arctan2(ctl.root_dir[0, 0], ctl.root_dir[0, 2])
-    goal = np.arctan2(direction[0], direction[2])
-    yaw += a * ((goal - yaw + np.pi) % (2 * np.pi) - np.pi)
-    ctl.root_pos[0] = pos.astype(np.float32)
-    ctl.root_dir[0] = np.array([np.sin(yaw), 0.0, np.cos(yaw)], np.float32)
-
-
-def pose_to_world(pose: np.ndarray, num_joints: int, root_position, root_direction
-                  ) -> tuple[np.ndarray, np.ndarray]:
-    """World (rotations (J, 4) w,x,y,z, positions (J, 3) metres) of a database pose vector
-    (P,) (root-space layout of :func:`kinema.matching.database.pose_layout`) placed at the
-    root ``root_position`` (3,) facing the floor direction ``root_direction`` (3,)."""
-    from kinema.maths import quat
-    from kinema.matching.database import pose_layout
-
-    layout = {name: (a, b) for name, a, b in pose_layout(num_joints)}
-    a, b = layout["joint_rotations_6d"]
-    local = quat.from_6d(np.asarray(pose[a:b], np.float64).reshape(-1, 6))
-    a, b = layout["joint_positions"]
-    d = np.asarray(root_direction, np.float64)
-    yaw = np.arctan2(d[0], d[2])
-    ry = np.array([np.cos(yaw / 2), 0.0, np.sin(yaw / 2), 0.0])
-    pos = quat.rotate(ry, np.asarray(pose[a:b], np.float64).reshape(-1, 3)) + np.asarray(root_position, np.float64)
-    return quat.mul(ry, local).astype(np.float32), pos.astype(np.float32)
-
-
-def world_pose(ctl) -> tuple[np.ndarray, np.ndarray]:
-    """World pose (rotations (J, 4), positions (J, 3)) of a
-    :class:`~kinema.control.retrieval.controller.RetrievalController` now."""
-    return pose_to_world(ctl.pose, ctl.db.num_joints, ctl.root_pos[0], ctl.root_dir[0])
 
 
 def skinned_character(joint_names, path: Path | None = None):
@@ -385,7 +341,7 @@ class Locomotion:
             self.ctl.step(control)
             cost = time.perf_counter() - t0
             if self.adjust:
-                adjust_root(self.ctl, sim.position, sim.direction, dt)
+                self.ctl.adjust_toward(sim.position, sim.direction, dt)
             root_pos, root_dir = self.ctl.root
             t0 = time.perf_counter()
             self.shown = self.pose()
@@ -401,7 +357,7 @@ class Locomotion:
         """The controller's world pose now (rotations (J, 4), positions (J, 3)), foot-locked
         with the controller's contacts when the lock is on (this advances the lock by one
         60 Hz frame: call it once per step)."""
-        rot, pos = world_pose(self.ctl)
+        rot, pos = self.ctl.world_pose()
         if self.lock is None:
             return rot, pos
         rot, pos = self.lock.apply(rot.astype(np.float64), pos.astype(np.float64), self.ctl.contacts, 1 / 60)
@@ -410,7 +366,7 @@ class Locomotion:
     def shown_pose(self) -> tuple[np.ndarray, np.ndarray]:
         """World pose (rotations (J, 4), positions (J, 3)) drawn for the controller: the one
         of the last step (before the first step, the controller's unlocked pose)."""
-        return self.shown if self.shown is not None else world_pose(self.ctl)
+        return self.shown if self.shown is not None else self.ctl.world_pose()
 
     def draw(self, renderer) -> None:
         if getattr(renderer, "debug", None) is None:
@@ -580,8 +536,9 @@ def load_styles(args) -> tuple[StyleDriver | None, list[str]]:
 def run(args: argparse.Namespace) -> int:
     import torch
 
+    from kinema.control.retrieval import controller
     from kinema.control.retrieval.controller import MODES, RetrievalController
-    from kinema.control.retrieval.evaluate import joint_positions
+    from kinema.control.retrieval.metrics import joint_positions
 
     checkpoint, baseline = pick_models(args)
     db = cached_database(checkpoint, args.cache, args.data)
@@ -611,7 +568,7 @@ def run(args: argparse.Namespace) -> int:
     modes = MODES if args.controller == "all" else (args.controller,)
     args.out.mkdir(parents=True, exist_ok=True)
     result = {"checkpoint": str(checkpoint), "baseline": None if baseline is None else str(baseline),
-              "root_adjustment": None if args.no_adjust else {"halflife_s": ADJUST_HALFLIFE, "clamp_m": ADJUST_CLAMP},
+              "root_adjustment": None if args.no_adjust else {"halflife_s": controller.ADJUST_HALFLIFE, "clamp_m": controller.ADJUST_CLAMP},
               "foot_lock": None if args.no_foot_lock else {"unlock_radius_m": FOOT_LOCK_UNLOCK_RADIUS,
                                                              "halflife_s": FOOT_LOCK_HALFLIFE},
               "database": db.fingerprint, "frames": frames, "track": TRACK,

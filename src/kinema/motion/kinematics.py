@@ -124,3 +124,44 @@ def inverse(global_rot: Array, global_pos: Array, parents) -> tuple[Array, Array
         local_rot = where(mask, global_rot, local_rot)
         local_pos = where(mask, global_pos, local_pos)
     return local_rot, local_pos
+
+
+
+def positions_from_rotations(global_rot: Array, given_pos: Array, parents, offsets: Array,
+                             anchors=()) -> Array:
+    """World positions of a skeleton whose world rotations are known: each joint sits at
+    its parent plus the parent's rotation of its rest offset, so every bone keeps its rest
+    length whatever the rotations (a pose predicted as rotations cannot stretch a bone).
+
+    Args:
+        global_rot: (..., J, 4) world (or character-space) rotations (w, x, y, z).
+        given_pos: (..., J, 3) positions; those of the roots (parent -1) and of
+            ``anchors`` are kept, the others are ignored.
+        parents: (J,) parent indices, -1 for roots, each parent before its child.
+        offsets: (J, 3) rest offsets from the parent, metres.
+        anchors: joints that translate (e.g. the hips below a static BVH root): their
+            position is taken from ``given_pos`` too.
+    Returns:
+        (..., J, 3) positions; torch in -> torch out (differentiable).
+    """
+    levels, parent_pos, inverse = _levels(tuple(int(p) for p in parents))
+    if is_torch(global_rot):
+        import torch
+        offsets = torch.as_tensor(np.asarray(offsets), dtype=global_rot.dtype, device=global_rot.device)
+    else:
+        offsets = np.asarray(offsets, np.result_type(global_rot.dtype, np.float32))
+    anchored = np.zeros(len(parents), bool)
+    anchored[list(anchors)] = True
+    poss = [_index(given_pos, levels[0])]
+    for lv, pp in zip(levels[1:], parent_pos[1:]):
+        parent = np.asarray(parents)[lv]
+        pos = _index(poss[-1], pp) + quat.rotate(_index(global_rot, parent), _index(offsets, lv))
+        if anchored[lv].any():
+            mask = anchored[lv][:, None]
+            if is_torch(pos):
+                mask = torch.as_tensor(mask, device=pos.device)
+            pos = where(mask, _index(given_pos, lv), pos)
+        poss.append(pos)
+    if len(levels) == 1:
+        return _index(poss[0], inverse)
+    return _index(cat(poss, axis=-2), inverse)

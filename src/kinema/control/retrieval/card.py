@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from kinema.control.retrieval.targets import targets_table
+
 
 def _fmt(v) -> str:
     if isinstance(v, bool) or v is None:
@@ -76,6 +78,40 @@ def model_card(meta: dict, result: dict | None, path: str = "") -> str:
     for name in ("first", "best", "last"):
         if name in hist:
             lines.append(f"| {name} | " + " | ".join(_fmt(hist[name].get(k)) for k in keys) + " |")
+    if result is not None:
+        fr = result["free_running"]
+        lines += ["", "## Targets", "",
+                  "Free running, every method scored as the runtime draws it"
+                  + (" (joint positions rebuilt from the predicted rotations)" if result.get("rigid") else "")
+                  + "; motion matching is the runtime controller with inertialization.", "", targets_table(result)]
+        if "gain_vs_twin" in fr:
+            lo, hi = fr["gain_vs_twin_ci95"]
+            lines += ["", f"Retrieval gain against the no-retrieval twin (same recipe): "
+                          f"{100 * fr['gain_vs_twin']:+.1f}% of the twin's loss, absolute [{lo:+.4f}, {hi:+.4f}] "
+                          "(95% interval, clips then windows resampled); the null-token gain below is the same "
+                          "model's ablation, reported beside it only."]
+        gt = fr.get("ground_truth")
+        if gt:
+            lines += ["", "Ground truth on the same windows: " + ", ".join(f"{k} {_fmt(v)}" for k, v in gt.items())
+                      + " (the floor of the Fréchet distance is `frechet_split_half`)."]
+        per = fr.get("per_clip")
+        if per:
+            keys = ("joint_error_cm", "root_error_m", "joint_speed_ratio", "foot_skate_cm_s", "frechet")
+            lines += ["", "### Per clip (free running)", "",
+                      "| clip | method | windows | " + " | ".join(keys) + " |", "|---|---|---|" + "---|" * len(keys)]
+            for clip, methods in per.items():
+                for name in ("with", "no_retrieval_model", "motion_matching", "copy_previous"):
+                    if name in methods:
+                        label = "this model" if name == "with" else name.replace("_", " ")
+                        lines.append(f"| {clip} | {label} | {methods['windows']} | "
+                                     + " | ".join(_fmt(methods[name].get(k)) for k in keys) + " |")
+        sc = result.get("scenarios")
+        if sc:
+            keys = list(next(iter(sc.values())))
+            lines += ["", "### Scripted sticks (runtime, drawn pose)", "",
+                      "| scenario | " + " | ".join(k.replace("_", " ") for k in keys) + " |",
+                      "|---|" + "---|" * len(keys)]
+            lines += [f"| {name} | " + " | ".join(_fmt(v.get(k)) for k in keys) + " |" for name, v in sc.items()]
     lines += ["", "## Retrieval gain", ""]
     if result is None:
         lines += ["Not evaluated (run `kinema eval` and pass its JSON to `kinema card --eval`)."]
@@ -84,7 +120,7 @@ def model_card(meta: dict, result: dict | None, path: str = "") -> str:
                   f"frames (stride {result['stride']}{', with mirrored clips' if result.get('mirrored') else ''}) "
                   f"of {_fmt([c.rsplit('/', 1)[-1] for c in result['clips']])}, database {result['database']}. "
                   "Gain = loss with null candidates minus loss with retrieved candidates (same model), "
-                  "95% bootstrap interval over windows.", ""]
+                  "95% bootstrap interval (clips, then windows within them).", ""]
         lines += _table([(f"{r.replace('_', ' ')}", f"{result[r]['gain']:+.4f} "
                           f"[{result[r]['gain_ci95'][0]:+.4f}, {result[r]['gain_ci95'][1]:+.4f}] "
                           f"({100 * result[r]['gain_relative']:+.1f}% of the null loss)")

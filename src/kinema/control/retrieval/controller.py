@@ -20,15 +20,35 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from kinema.control.retrieval.evaluate import joint_positions
+from kinema.control.retrieval.metrics import joint_positions
+from kinema.control.retrieval.pose import rigid_pose
 from kinema.control.retrieval.rollout import CandidateStream, integrate_root, query, root_motion
 from kinema.control.retrieval.sequences import PoseNormaliser, Retriever
 from kinema.errors import KinemaError
 from kinema.features.root import yaw_rotate
-from kinema.matching.database import Database
+from kinema.maths import quat
+from kinema.matching.database import Database, pose_layout
 from kinema.nn.checkpoint import load_checkpoint
 
 MODES = ("retrieval", "no_retrieval", "matching")
+ADJUST_HALFLIFE = 0.2   # s, position and facing pulled toward the simulation object
+ADJUST_CLAMP = 0.5      # m, the root never lags the simulation object by more
+
+
+def pose_to_world(pose: np.ndarray, num_joints: int, root_position, root_direction
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """World (rotations (J, 4) w,x,y,z, positions (J, 3) metres) of a database pose vector
+    (P,) (root-space layout of :func:`kinema.matching.database.pose_layout`) placed at the
+    root ``root_position`` (3,) facing the floor direction ``root_direction`` (3,)."""
+    layout = {name: (a, b) for name, a, b in pose_layout(num_joints)}
+    a, b = layout["joint_rotations_6d"]
+    local = quat.from_6d(np.asarray(pose[a:b], np.float64).reshape(-1, 6))
+    a, b = layout["joint_positions"]
+    d = np.asarray(root_direction, np.float64)
+    yaw = np.arctan2(d[0], d[2])
+    ry = np.array([np.cos(yaw / 2), 0.0, np.sin(yaw / 2), 0.0])
+    pos = quat.rotate(ry, np.asarray(pose[a:b], np.float64).reshape(-1, 3)) + np.asarray(root_position, np.float64)
+    return quat.mul(ry, local).astype(np.float32), pos.astype(np.float32)
 
 
 class RetrievalController:
@@ -39,10 +59,13 @@ class RetrievalController:
         db: its database (fingerprint checked).
         baseline: optional checkpoint trained without retrieval (same database).
         start_row: database row whose pose starts the character (default: first row).
+        rigid: rebuild the joint positions of every predicted pose from its rotations
+            (:func:`kinema.control.retrieval.pose.rigid_pose`): no drawn pose can stretch a
+            bone (False: draw the network's positions as predicted).
     """
 
     def __init__(self, checkpoint: str | Path, db: Database, baseline: str | Path | None = None,
-                 start_row: int = 0, mode: str = "retrieval"):
+                 start_row: int = 0, mode: str = "retrieval", rigid: bool = True):
         self.model, meta = load_checkpoint(checkpoint)
         if meta.get("fingerprint") != db.fingerprint:
             raise KinemaError(f"{checkpoint}: trained on database {meta.get('fingerprint')}, got {db.fingerprint}")
@@ -55,6 +78,7 @@ class RetrievalController:
         self.norm = PoseNormaliser.from_json(meta["normalisation"]["pose"])
         self.retriever = Retriever.for_checkpoint(db, self.norm, meta)
         self.mode = mode
+        self.rigid = rigid
         self.reset(start_row)
 
     def reset(self, row: int = 0, position=(0.0, 0.0, 0.0), direction=(0.0, 0.0, 1.0)) -> None:
@@ -97,6 +121,8 @@ class RetrievalController:
         else:
             o = bout if (self.mode == "no_retrieval" and self.base is not None) else out
             new = self.norm.denormalise(o["pose"].numpy())[0]
+            if self.rigid:
+                new = rigid_pose(self.db, new)
             self.contacts = (torch.sigmoid(o["contact_logits"])[0].numpy() > 0.5).astype(np.float32)
         if not np.all(np.isfinite(new)):
             raise KinemaError(f"the {self.mode} controller produced a non-finite pose at frame {self.frame}")
@@ -105,6 +131,28 @@ class RetrievalController:
                                                       self.db.fps)
         self.frame += 1
         return new
+
+    def adjust_toward(self, position: np.ndarray, direction: np.ndarray, dt: float) -> None:
+        """Motion Matching's adjustment and clamping (NOTES.md 1.5): the character's root
+        moves toward the simulation object at ``position`` (3,) with a damper of
+        ADJUST_HALFLIFE and never lags it by more than ADJUST_CLAMP; its facing turns toward
+        ``direction`` (3,) the same way."""
+        a = 1.0 - 0.5 ** (dt / ADJUST_HALFLIFE)
+        goal = np.asarray(position, np.float32) * [1, 0, 1]
+        pos = self.root_pos[0] + a * (goal - self.root_pos[0])
+        off = pos - goal
+        dist = float(np.linalg.norm(off))
+        if dist > ADJUST_CLAMP:
+            pos = pos - off * (1 - ADJUST_CLAMP / dist)
+        yaw = np.arctan2(self.root_dir[0, 0], self.root_dir[0, 2])
+        want = np.arctan2(direction[0], direction[2])
+        yaw += a * ((want - yaw + np.pi) % (2 * np.pi) - np.pi)
+        self.root_pos[0] = pos.astype(np.float32)
+        self.root_dir[0] = np.array([np.sin(yaw), 0.0, np.cos(yaw)], np.float32)
+
+    def world_pose(self) -> tuple[np.ndarray, np.ndarray]:
+        """World pose (rotations (J, 4), positions (J, 3)) of the current pose vector."""
+        return pose_to_world(self.pose, self.db.num_joints, self.root_pos[0], self.root_dir[0])
 
     def joint_positions(self) -> np.ndarray:
         """World joint positions (J, 3) of the current pose."""

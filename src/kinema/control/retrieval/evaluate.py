@@ -1,4 +1,4 @@
-"""Evaluation of a retrieval controller checkpoint on held-out clips (NOTES.md 3.4).
+"""Evaluation of a retrieval controller checkpoint on held-out clips (NOTES.md 3.4, 3.5).
 
 Windows start every ``stride`` frames of each clip: ``context`` ground-truth frames warm the
 state, then ``frames`` frames are predicted
@@ -6,27 +6,41 @@ state, then ``frames`` frames are predicted
 - **teacher forced**: every input pose is the ground truth, candidates come from the
   ground-truth queries (refreshed every ``refresh`` frames, advancing in between);
 - **free running**: :func:`kinema.control.retrieval.rollout.rollout`: predictions fed back,
-  joystick re-expressed relative to the predicted root, retrieval from the predicted state.
+  joystick re-expressed relative to the predicted root, retrieval from the predicted state;
+  with ``rigid`` (the default, as the runtime draws them) every predicted pose has its joint
+  positions rebuilt from its rotations (:func:`kinema.control.retrieval.pose.rigid_pose`).
 
 Each regime is run with the retrieved candidates (``with``) and with only the learned null
-token (``without``) on the same model; the retrieval gain is ``loss(without) -
-loss(with)`` per window (loss: MSE of the normalised pose vector, the training loss), with
-a 95% percentile-bootstrap interval over windows. Metrics: character-space joint position
-error (cm), foot skating (horizontal toe speed while the toe is within 2.5 cm of the
-floor, cm/s), root position (m) and heading (degrees) error against the clip's root, NPSS
-of the root-space joint rotations (6D) over 60-frame chunks, divergence rate (share of
-windows whose per-frame joint error exceeds 20 cm), motion energy (``joint_speed_ratio``: the
-prediction's mean character-space joint speed over the truth's; 1 moves as much as the
-actor, the frozen pose 0) and collapse toward the average pose (``mean_pose_collapse_cm``:
-how much nearer the training mean pose the prediction is than the truth, in cm; 0: as
-far from it as the actor), the joint error over the first 15, 30, 60,
-120 and 300 frames with paired bootstrap intervals against every baseline, the mean joint
-error of every predicted frame (``free_running.frame_joint_error_cm``, the curves that
-:mod:`kinema.control.retrieval.plot` draws), and optionally a
-stability run (20-s rollouts: finite, error not growing). Baselines: copying the previous pose, the nearest
-candidate's successor (search every frame), motion-matching playback (search every
-``refresh`` frames, play successors; no inertialization), the same model fed random
-database rows as candidates (control), and optionally a model trained without retrieval.
+token (``without``) on the same model. The headline retrieval gain is ``gain_vs_twin``:
+the loss reduction against ``no_retrieval_model``, a separately trained model of the same
+recipe (``--baseline``); the null-token gain (``gain``, ``loss(without) - loss(with)``) is
+an ablation of the same model, reported beside it. Loss: MSE of the normalised pose vector
+(the training loss). Intervals: 95% percentile bootstrap that resamples whole takes, then
+windows within them (:func:`kinema.control.retrieval.metrics.grouped_bootstrap_ci`; a
+mirror counts with its take), so they cover the spread between takes.
+
+Metrics (:mod:`kinema.control.retrieval.metrics`, each chosen so that a frozen or damped
+character cannot win it alone): character-space and world joint error (cm), root (m) and
+heading (degrees) error against the requested path, motion energy (``joint_speed_ratio``,
+``accel_ratio``, ``energy_window_fraction``), collapse toward the mean pose, foot skating
+(horizontal toe speed while the toe is within 2.5 cm of the floor, cm/s), ``frechet`` (the
+distribution of per-frame positions and velocities against the truth's), NPSS of joint
+positions over 60-frame chunks, divergence rate; ``ground_truth`` gives the truth's own
+skating and the Fréchet floor (``frechet_split_half``); ``per_clip`` every method per
+take; ``horizons`` the joint error over the first 15 ... 300 frames with paired intervals
+against every baseline; ``frame_joint_error_cm`` the per-frame curves
+(:mod:`kinema.control.retrieval.plot`). Optionally ``stability`` (20-s rollouts: finite,
+error not growing) and ``scenarios`` (scripted sticks through the runtime:
+:mod:`kinema.control.retrieval.scenarios`). :mod:`kinema.control.retrieval.targets`
+checks the controller targets on the result.
+
+Baselines: ``motion_matching``, the runtime motion-matching controller
+(:class:`~kinema.control.matching.MotionMatchingController`, inertialized transitions)
+started from the actor's pose and following the same path; ``motion_matching_playback``
+(search every ``refresh`` frames, play successors, no inertialization); copying the
+previous pose (a reference: it wins joint error past 0.5 s by not moving, and loses every
+energy figure); the nearest candidate's successor; the same model fed random database rows
+(control); and optionally ``no_retrieval_model``.
 """
 from __future__ import annotations
 
@@ -36,132 +50,49 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from kinema.control.retrieval.rollout import playback_rollout, rollout, teacher_forced_candidates
+from kinema.control.inertialize import PoseState
+from kinema.control.matching import MatchingConfig, MotionMatchingController, row_pose_state
+from kinema.control.retrieval.metrics import (floor_height, frechet, grouped_bootstrap_ci, joint_positions, select,
+                                              summary, window_metrics)
+from kinema.control.retrieval.rollout import control_at, playback_rollout, rollout, teacher_forced_candidates
 from kinema.control.retrieval.sequences import PoseNormaliser, RandomRetriever, Retriever
 from kinema.errors import KinemaError
-from kinema.features.root import yaw_rotate
+from kinema.maths import quat
 from kinema.matching.database import Database
 from kinema.nn.checkpoint import load_checkpoint
 
-DIVERGED_CM = 20.0
-NPSS_WINDOW = 60
 HORIZONS = (15, 30, 60, 120, 300)   # frames at 60 Hz (NOTES.md 3.4)
 
 
-def bootstrap_ci(values: np.ndarray, n: int = 2000, seed: int = 0) -> list[float]:
-    """95% percentile-bootstrap interval of the mean of ``values`` (W,)."""
-    values = np.asarray(values, np.float64)
-    rng = np.random.default_rng(seed)
-    means = values[rng.integers(0, len(values), (n, len(values)))].mean(1)
-    return [float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))]
-
-
-def npss(pred: np.ndarray, true: np.ndarray) -> float:
-    """Normalised power spectrum similarity (LaFAN1's ``fast_npss``) of (B, T, D) arrays:
-    EMD between the per-dimension cumulative power spectra (Re(FFT)^2), weighted by the
-    true power."""
-    tp = np.real(np.fft.fft(true, axis=1)) ** 2
-    pp = np.real(np.fft.fft(pred, axis=1)) ** 2
-    tn = tp / np.maximum(tp.sum(1, keepdims=True), 1e-12)
-    pn = pp / np.maximum(pp.sum(1, keepdims=True), 1e-12)
-    emd = np.abs(np.cumsum(tn, 1) - np.cumsum(pn, 1)).sum(1)          # (B, D)
-    w = tp.sum(1)
-    return float((emd * w).sum() / max(w.sum(), 1e-12))
-
-
-def npss_windows(pred: np.ndarray, true: np.ndarray, window: int = NPSS_WINDOW) -> float:
-    """NPSS of (T, D) sequences over consecutive ``window``-frame chunks (NOTES.md 3.4),
-    so the value does not grow with the rollout length; the whole sequence when shorter."""
-    n = max(1, len(pred) // window)
-    size = window if len(pred) >= window else len(pred)
-    p = pred[:n * size].reshape(n, size, -1)
-    t = true[:n * size].reshape(n, size, -1)
-    return npss(p, t)
-
-
-def pose_slice(db: Database, name: str) -> slice:
-    """The columns of pose segment ``name`` (see :func:`kinema.matching.database.pose_layout`)."""
-    a, b = {n: (a, b) for n, a, b in db.pose_layout}[name]
-    return slice(a, b)
-
-
-def joint_positions(db: Database, poses: np.ndarray) -> np.ndarray:
-    """Root-space joint positions (..., J, 3) of raw pose vectors (..., P)."""
-    return poses[..., pose_slice(db, "joint_positions")].reshape(*poses.shape[:-1], db.num_joints, 3)
-
-
-def joint_speed(positions: np.ndarray, fps: float) -> np.ndarray:
-    """Mean joint speed (W,) in cm/s of root-space joint positions (W, H, J, 3) in metres."""
-    return np.linalg.norm(np.diff(positions, axis=1), axis=-1).mean((1, 2)) * 100.0 * fps
-
-
-def mean_pose_distance_cm(db: Database, norm: PoseNormaliser, positions: np.ndarray) -> np.ndarray:
-    """Mean distance (W,) in cm of joint positions (W, H, J, 3) from the training mean pose."""
-    return np.linalg.norm(positions - joint_positions(db, norm.mean), axis=-1).mean((1, 2)) * 100.0
-
-
-def window_metrics(pred: np.ndarray, true: np.ndarray, norm: PoseNormaliser, db: Database,
-                   floor: float, roots: tuple[np.ndarray, ...] | None = None) -> dict[str, np.ndarray]:
-    """Per-window metrics (each (W,)) of raw pose vectors (W, H, P) against the truth;
-    ``roots`` = (pred pos, pred dir, true pos, true dir) (W, H, 3) for the free-running
-    metrics."""
-    pn, tn = norm.normalise(pred), norm.normalise(true)
-    out = {"loss": ((pn - tn) ** 2).mean((1, 2))}
-    pj, tj = joint_positions(db, pred), joint_positions(db, true)
-    err = np.linalg.norm(pj - tj, axis=-1) * 100.0                                          # (W, H, J) cm
-    out["joint_error_cm"] = err.mean((1, 2))
-    out["_frame_joint_error_cm"] = err.mean(2)                                              # (W, H)
-    out["joint_error_max_cm"] = err.mean(2).max(1)
-    out["diverged_rate"] = (~(err.mean(2).max(1) <= DIVERGED_CM)).astype(np.float64)
-    # Motion energy and collapse toward the training mean pose: a predictor that hedges
-    # (moves less than the actor, or drifts to the average pose) lowers joint error without
-    # animating better, so both are reported next to it.
-    out["joint_speed_ratio"] = joint_speed(pj, db.fps) / np.maximum(joint_speed(tj, db.fps), 1e-9)
-    out["mean_pose_collapse_cm"] = mean_pose_distance_cm(db, norm, tj) - mean_pose_distance_cm(db, norm, pj)
-    rot = pose_slice(db, "joint_rotations_6d")
-    out["npss"] = np.array([npss_windows(pred[w, :, rot], true[w, :, rot]) for w in range(len(pred))])
-    if roots is not None:
-        rp, rd, tp, td = roots
-        out["root_error_m"] = np.linalg.norm((rp - tp)[..., [0, 2]], axis=-1).mean(1)
-        cosang = np.clip((rd * td).sum(-1), -1, 1)
-        out["heading_error_deg"] = np.degrees(np.arccos(cosang)).mean(1)
-        toes = [db.roles["left_toe"], db.roles["right_toe"]]
-        local = pj[:, :, toes]                                     # (W, H, 2, 3)
-        world = yaw_rotate(rd[:, :, None], local) + rp[:, :, None]
-        speed = np.linalg.norm(np.diff(world[..., [0, 2]], axis=1), axis=-1) * db.fps * 100.0   # (W, H-1, 2)
-        low = local[:, 1:, :, 1] < floor
-        out["foot_skate_cm_s"] = np.array([speed[w][low[w]].mean() if low[w].any() else 0.0 for w in range(len(pred))])
-    return out
-
-
-def _summary(metrics: dict[str, np.ndarray]) -> dict[str, float]:
-    return {k: float(np.nanmean(v)) for k, v in metrics.items() if not k.startswith("_")}
-
-
-def horizon_table(with_m: dict, others: dict[str, dict], frames: int, seed: int = 0) -> dict:
+def horizon_table(with_m: dict, others: dict[str, dict], frames: int, seed: int = 0,
+                  groups: np.ndarray | None = None) -> dict:
     """Joint error (cm) averaged over the first h frames for h in HORIZONS (<= ``frames``),
     for the model (``with``) and each of ``others``; and, per other method, the 95% paired
-    bootstrap interval (over windows) of ``other - model`` (above 0: the model is better)."""
+    bootstrap interval (clips, then windows within them: :func:`grouped_bootstrap_ci`) of
+    ``other - model`` (above 0: the model is better)."""
     hs = [h for h in HORIZONS if h <= frames] or [frames]
     err = {"with": with_m["_frame_joint_error_cm"], **{k: v["_frame_joint_error_cm"] for k, v in others.items()}}
     table = {name: [float(e[:, :h].mean()) for h in hs] for name, e in err.items()}
-    diff = {name: [bootstrap_ci(e[:, :h].mean(1) - err["with"][:, :h].mean(1), seed=seed) for h in hs]
+    diff = {name: [grouped_bootstrap_ci(e[:, :h].mean(1) - err["with"][:, :h].mean(1), groups, seed=seed) for h in hs]
             for name, e in err.items() if name != "with"}
     return {"frames": hs, "joint_error_cm": table, "other_minus_model_ci95": diff}
 
 
 @torch.no_grad()
 def stability(model, retriever: Retriever, source: Database, db: Database, frames: int, context: int,
-              exclude: np.ndarray | None, windows: int = 4) -> dict:
+              exclude: np.ndarray | None, windows: int = 4, rigid: bool = False) -> dict:
     """Long free-running rollouts (``frames`` frames, e.g. 1200 = 20 s) from up to
     ``windows`` starts spread over the clips: whether every output is finite, the largest
     per-frame joint error, and the mean joint error of the first and the last 300 frames
-    (no growth = no divergence). Empty when no clip is long enough."""
+    (no growth = no divergence). A :class:`KinemaError` when no clip is long enough (a
+    check that ran on nothing must not pass)."""
     starts = window_starts(source, context + frames + 1, 1)
     if len(starts) == 0:
-        return {"frames": frames, "windows": 0}
+        longest = int((source.ranges[:, 1] - source.ranges[:, 0]).max())
+        raise KinemaError(f"stability: no evaluation clip is long enough for {context} + {frames} frames "
+                          f"(the longest has {longest}); ask for fewer frames")
     starts = starts[np.linspace(0, len(starts) - 1, min(windows, len(starts))).astype(int)]
-    r = rollout(model, retriever, source, starts, context, frames, exclude=exclude)
+    r = rollout(model, retriever, source, starts, context, frames, exclude=exclude, rigid=rigid)
     pred = retriever.norm.denormalise(r.pose.numpy())
     err = np.linalg.norm(joint_positions(db, pred) - joint_positions(db, source.pose[r.rows]), axis=-1).mean(-1) * 100
     chunk = min(300, frames // 2)
@@ -227,15 +158,62 @@ def _nearest_tf(retriever: Retriever, source: Database, rows: np.ndarray, exclud
     return out
 
 
+def matching_rollout(db: Database, source: Database, starts: np.ndarray, context: int, horizon: int,
+                     exclude: np.ndarray | None = None, config: MatchingConfig | None = None
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The runtime motion-matching controller (:class:`MotionMatchingController`, with
+    inertialization and its transition rule) driven like :func:`rollout`: it starts from
+    the true pose of each window's last context row (inertialized into the best match),
+    then every frame follows the clip's future root re-expressed relative to its own root.
+    Returns raw pose vectors (B, H, P) (root-space positions, rotations and velocities
+    as inertialized), root positions and directions (B, H, 3)."""
+    lay = {name: (a, b) for name, a, b in db.pose_layout}
+    out = np.empty((len(starts), horizon, db.pose_width), np.float32)
+    rps = np.empty((len(starts), horizon, 3), np.float32)
+    rds = np.empty((len(starts), horizon, 3), np.float32)
+    ctl = MotionMatchingController(db, config=config)
+    dt = 1.0 / db.fps
+    for w, start in enumerate(starts):
+        last = int(start + context - 1)
+        clips = None if exclude is None else exclude[w]
+        first = control_at(source, np.array([last]), source.root_positions[last:last + 1],
+                           source.root_directions[last:last + 1])[0]
+        ctl.start_from(row_pose_state(source, last), source.raw_features[last], first,
+                       source.root_positions[last], source.root_directions[last], clips)
+        for h in range(horizon):
+            row = last + h
+            req = control_at(source, np.array([row]), ctl.root_position[None].astype(np.float32),
+                             ctl.root_direction[None].astype(np.float32))[0]
+            state: PoseState = ctl.follow(req, dt, clips)
+            pose = db.pose[ctl.frame].copy()
+            pose[slice(*lay["joint_positions"])] = state.positions.reshape(-1)
+            pose[slice(*lay["joint_rotations_6d"])] = quat.to_6d(state.rotations).reshape(-1)
+            pose[slice(*lay["joint_velocities"])] = state.velocities.reshape(-1)
+            out[w, h] = pose
+            rps[w, h], rds[w, h] = ctl.root_position, ctl.root_direction
+    return out, rps, rds
+
+
+def take_groups(source: Database, starts: np.ndarray) -> np.ndarray:
+    """(W,) the take of each window: its clip's index, a mirror counted with its original."""
+    clips = source.clip_of(starts)
+    return np.minimum(clips, source.twins[clips])
+
+
 def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[str | Path], *, frames: int = 300,
              context: int = 32, stride: int = 120, baseline: str | Path | None = None, max_windows: int | None = None,
-             mirror: bool = False, seed: int = 0, stability_frames: int = 0, random_rows: bool = False) -> dict:
+             mirror: bool = False, seed: int = 0, stability_frames: int = 0, random_rows: bool = False,
+             rigid: bool = True, scenarios: Sequence[str] | None = None, scenario_frames: int = 3600) -> dict:
     """Evaluate ``checkpoint`` on ``clips`` with retrieval from ``db`` (see module docstring).
 
     ``frames`` is shortened to what the longest clip allows (reported as ``frames``);
     ``mirror`` also evaluates the mirrored clips (more windows from few clips);
     ``random_rows`` feeds the model uniformly random rows as its candidates (for a model
-    trained that way: the control of the ablations).
+    trained that way: the control of the ablations); ``rigid``: every method's free-running
+    poses have their joint positions rebuilt from their rotations, as the runtime draws them
+    (:func:`kinema.control.retrieval.pose.rigid_pose`; False scores the networks' raw
+    positions); ``scenarios``: also drive the runtime controller with these scripted sticks
+    (:mod:`kinema.control.retrieval.scenarios`) for ``scenario_frames`` frames each.
     """
     model, meta = load_checkpoint(checkpoint)
     db_path = db if not isinstance(db, Database) else "<database>"
@@ -255,10 +233,10 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
         raise KinemaError(f"no clip is long enough for {context} + {frames} frames")
     if max_windows:
         starts = starts[:max_windows]
+    groups = take_groups(source, starts)
     own = db.clip_ids(source.clip_names)
     exclude = np.broadcast_to(own, (len(starts), len(own))) if len(own) else None
-    toes = [db.roles["left_toe"], db.roles["right_toe"]]
-    floor = float(np.percentile(joint_positions(db, db.pose)[:, toes, 1], 5)) + 0.025
+    floor = floor_height(db)
     base_model = None
     if baseline is not None:
         base_model, base_meta = load_checkpoint(baseline)
@@ -269,14 +247,14 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     rows = starts[:, None] + np.arange(length)[None]
     true_tf = source.pose[rows + 1][:, context:]
     sl = slice(context, None)
-    tf = {}
     own = randomised if random_rows else retriever
     tf_with = window_metrics(teacher_forced(model, own, source, starts, length, exclude, True)[:, sl], true_tf, norm, db, floor)
     tf_without = window_metrics(teacher_forced(model, retriever, source, starts, length, exclude, False)[:, sl], true_tf, norm, db, floor)
     tf_base = {
         "copy_previous": window_metrics(source.pose[rows][:, context:], true_tf, norm, db, floor),
         "nearest_candidate": window_metrics(_nearest_tf(retriever, source, rows, exclude, 1)[:, sl], true_tf, norm, db, floor),
-        "motion_matching": window_metrics(_nearest_tf(retriever, source, rows, exclude, retriever.refresh)[:, sl], true_tf, norm, db, floor),
+        "motion_matching_playback": window_metrics(_nearest_tf(retriever, source, rows, exclude, retriever.refresh)[:, sl],
+                                                   true_tf, norm, db, floor),
     }
     if model.use_retrieval:
         tf_base["random_candidates"] = window_metrics(
@@ -284,12 +262,13 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     if base_model is not None:
         tf_base["no_retrieval_model"] = window_metrics(
             teacher_forced(base_model, retriever, source, starts, length, exclude, False)[:, sl], true_tf, norm, db, floor)
-    tf = _regime(tf_with, tf_without, tf_base, seed)
+    tf_truth = window_metrics(true_tf, true_tf, norm, db, floor)
+    tf = _regime(tf_with, tf_without, tf_base, tf_truth, groups, seed)
 
     # Free running.
     def run(m, use, retr=retriever):
         with torch.no_grad():
-            r = rollout(m, retr, source, starts, context, frames, retrieval=use, exclude=exclude)
+            r = rollout(m, retr, source, starts, context, frames, retrieval=use, exclude=exclude, rigid=rigid)
         pred = norm.denormalise(r.pose.numpy())
         return window_metrics(pred, source.pose[r.rows], norm, db, floor, (r.root_pos, r.root_dir, r.true_pos, r.true_dir))
 
@@ -304,29 +283,81 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     frozen = np.repeat(source.pose[starts + context - 1][:, None], frames, 1)
     fpos = np.repeat(source.root_positions[starts + context - 1][:, None], frames, 1)
     fdir = np.repeat(source.root_directions[starts + context - 1][:, None], frames, 1)
+    mm_pose, mm_pos, mm_dir = matching_rollout(db, source, starts, context, frames, exclude)
+    # motion matching is scored as its runtime draws it: inertialized positions (its rows are
+    # real poses; rebuilding positions from the per-joint inertialized rotations would
+    # compound their offsets down every chain)
     fr_base = {"copy_previous": window_metrics(frozen, truth, norm, db, floor, (fpos, fdir) + troots),
-               "nearest_candidate": play(1), "motion_matching": play(retriever.refresh)}
+               "nearest_candidate": play(1), "motion_matching_playback": play(retriever.refresh),
+               "motion_matching": window_metrics(mm_pose, truth, norm, db, floor, (mm_pos, mm_dir) + troots)}
     if model.use_retrieval:
         fr_base["random_candidates"] = run(model, True, randomised)
     if base_model is not None:
         fr_base["no_retrieval_model"] = run(base_model, False)
     fr_with, fr_without = run(model, True, own), run(model, False)
-    fr = _regime(fr_with, fr_without, fr_base, seed)
-    fr["horizons"] = horizon_table(fr_with, {"without": fr_without, **fr_base}, frames, seed)
+    fr_truth = window_metrics(truth, truth, norm, db, floor, troots + troots)
+    fr = _regime(fr_with, fr_without, fr_base, fr_truth, groups, seed)
+    fr["horizons"] = horizon_table(fr_with, {"without": fr_without, **fr_base}, frames, seed, groups)
     fr["frame_joint_error_cm"] = {name: m["_frame_joint_error_cm"].mean(0).tolist()
                                   for name, m in {"with": fr_with, "without": fr_without, **fr_base}.items()}
+    fr["per_clip"] = _per_clip(source, groups, {"with": fr_with, "without": fr_without, **fr_base}, fr_truth)
     out = {"checkpoint": str(checkpoint), "database": db.fingerprint, "fps": float(db.fps),
            "clips": [str(c) for c in clips],
            "windows": int(len(starts)), "mirrored": mirror, "context": context, "frames": int(frames), "stride": stride,
-           "skate_height_m": floor, "teacher_forced": tf, "free_running": fr}
+           "skate_height_m": floor, "rigid": rigid, "teacher_forced": tf, "free_running": fr}
     if stability_frames:
-        out["stability"] = stability(model, retriever, source, db, stability_frames, context, exclude)
+        out["stability"] = stability(model, retriever, source, db, stability_frames, context, exclude, rigid=rigid)
+    if scenarios is not None:
+        from kinema.control.retrieval.controller import RetrievalController
+        from kinema.control.retrieval.scenarios import run_scenarios
+        ctl = RetrievalController(checkpoint, db, rigid=rigid)
+        out["scenarios"] = run_scenarios(ctl, list(scenarios) or None, scenario_frames)
     return out
 
 
-def _regime(with_m: dict, without_m: dict, base: dict, seed: int) -> dict:
+def ground_truth_summary(truth: dict[str, np.ndarray]) -> dict[str, float]:
+    """The truth's own figures on the evaluated windows: its foot skating under the same
+    detector, its motion energy, and ``frechet_split_half``, the Fréchet distance of one
+    half of its windows (even) to the other (odd): the floor any method's ``frechet`` is
+    read against (with one window, its two halves in time)."""
+    feats = truth["_motion_features"]
+    d = feats.shape[-1]
+    if len(feats) >= 2:
+        a, b = feats[0::2].reshape(-1, d), feats[1::2].reshape(-1, d)
+    else:
+        half = feats.shape[1] // 2
+        a, b = feats[0, :half], feats[0, half:]
+    out = {k: float(np.mean(truth[k])) for k in ("foot_skate_cm_s", "joint_speed_ratio") if k in truth}
+    if "_motion_features" in truth:
+        out["frechet_split_half"] = frechet(a, b, feats.reshape(-1, d), groups=2)
+    return out
+
+
+def _per_clip(source: Database, groups: np.ndarray, methods: dict[str, dict], truth: dict) -> dict:
+    """Summaries of every method on each take's windows (a mirror counted with its take)."""
+    out = {}
+    for g in np.unique(groups):
+        sel = groups == g
+        t = select(truth, sel)
+        out[source.clip_names[int(g)]] = {"windows": int(sel.sum()), "ground_truth": ground_truth_summary(t),
+                                          **{k: summary(select(m, sel), t) for k, m in methods.items()}}
+    return out
+
+
+def _regime(with_m: dict, without_m: dict, base: dict, truth: dict, groups: np.ndarray, seed: int) -> dict:
     gain = without_m["loss"] - with_m["loss"]
     mean_without = float(np.mean(without_m["loss"]))
-    return {"with": _summary(with_m), "without": _summary(without_m), "gain": float(np.mean(gain)),
-            "gain_ci95": bootstrap_ci(gain, seed=seed), "gain_relative": float(np.mean(gain)) / max(mean_without, 1e-12),
-            "gain_per_window": gain.tolist(), "baselines": {k: _summary(v) for k, v in base.items()}}
+    out = {"with": summary(with_m, truth), "without": summary(without_m, truth), "gain": float(np.mean(gain)),
+           "gain_ci95": grouped_bootstrap_ci(gain, groups, seed=seed),
+           "gain_relative": float(np.mean(gain)) / max(mean_without, 1e-12),
+           "gain_per_window": gain.tolist(), "baselines": {k: summary(v, truth) for k, v in base.items()},
+           "ground_truth": ground_truth_summary(truth)}
+    twin = base.get("no_retrieval_model")
+    if twin is not None:
+        # the headline gain: against a separately trained model of the same recipe without
+        # retrieval (the null token of the same model is an ablation the model may never
+        # have learned to use well)
+        diff = twin["loss"] - with_m["loss"]
+        out["gain_vs_twin"] = float(np.mean(diff)) / max(float(np.mean(twin["loss"])), 1e-12)
+        out["gain_vs_twin_ci95"] = grouped_bootstrap_ci(diff, groups, seed=seed)
+    return out

@@ -12,7 +12,8 @@ STYLES = {
     "without": ("same model, null candidates", dict(color="C0", lw=1.2, ls=":")),
     "no_retrieval_model": ("model trained without retrieval", dict(color="C1", lw=1.4)),
     "copy_previous": ("copy previous (frozen) pose", dict(color="k", lw=1.4, ls="--")),
-    "motion_matching": ("motion-matching playback", dict(color="C2", lw=1.2)),
+    "motion_matching": ("motion matching (runtime, inertialized)", dict(color="C2", lw=1.6)),
+    "motion_matching_playback": ("motion-matching playback", dict(color="C2", lw=1.0, ls=":")),
     "nearest_candidate": ("nearest candidate", dict(color="C3", lw=1.0, alpha=0.7)),
     "random_candidates": ("model fed random rows", dict(color="C4", lw=1.0, alpha=0.7)),
 }

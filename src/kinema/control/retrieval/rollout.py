@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from kinema.control.retrieval.pose import rigid_pose
 from kinema.control.retrieval.sequences import Retriever
 from kinema.features.root import yaw_rotate
 from kinema.matching.database import Database
@@ -132,8 +133,8 @@ def teacher_forced_candidates(retriever: Retriever, source: Database, rows: np.n
 
 def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray, context: int, horizon: int, *,
             retrieval: bool = True, exclude: np.ndarray | None = None, rng: np.random.Generator | None = None,
-            student: float = 1.0, dropout: tuple[float, ...] = (0.0, 0.0, 0.0), detach_every: int | None = None
-            ) -> Rollout:
+            student: float = 1.0, dropout: tuple[float, ...] = (0.0, 0.0, 0.0), detach_every: int | None = None,
+            rigid: bool = False) -> Rollout:
     """Roll ``model`` out from rows ``starts`` (B,) (see the module docstring): ``horizon``
     predicted frames, rows ``starts + context .. starts + context + horizon - 1``, which must
     lie in one clip each (the first is the context's own last prediction).
@@ -142,7 +143,9 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray, c
     retrieval ignores the argument. ``rng`` enables candidate sampling and dropout
     (``dropout`` = (all per frame, each per frame, the whole rollout including its context:
     so a rollout with only the null token, the ablation, is a case the model was trained on))
-    and scheduled sampling; None is deterministic.
+    and scheduled sampling; None is deterministic. ``rigid``: every predicted pose has its
+    joint positions rebuilt from its rotations (:func:`kinema.control.retrieval.pose.rigid_pose`,
+    differentiable) before it is scored and fed back, as the runtime controller does.
     """
     norm = retriever.norm
     uses = getattr(model, "use_retrieval", False) and retrieval
@@ -157,7 +160,15 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray, c
     ctx_mask = None if seq_keep.all() else t_(np.broadcast_to(seq_keep[:, None, None], ctx_rows.shape + (retriever.k,)).copy())
     out, state = model(t_(source.trajectory[ctx_rows]), t_(pose_n), None if cands is None else t_(cands),
                        None if cands is None else ctx_mask)
-    prev = out["pose"][:, -1]
+    if rigid:
+        mean, std = t_(norm.mean), t_(norm.std)
+
+        def project(x: torch.Tensor) -> torch.Tensor:
+            return (rigid_pose(source, x * std + mean) - mean) / std
+    else:
+        def project(x: torch.Tensor) -> torch.Tensor:
+            return x
+    prev = project(out["pose"][:, -1])
     last = ctx_rows[:, -1]
     fps = source.fps
     root_pos, root_dir = integrate_root(source.root_positions[last], source.root_directions[last],
@@ -192,7 +203,7 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray, c
             mask = t_(_dropout_mask(b, retriever.k, rng, p_all, p_each) & seq_keep[:, None])
             cand = t_(cand)
         o, state = model.step(state, t_(ctrl), prev, cand, mask)
-        prev = o["pose"]
+        prev = project(o["pose"])
         preds.append(prev)
         logits.append(o["contact_logits"])
         targets.append(target(rows + 1))

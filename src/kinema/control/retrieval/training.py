@@ -15,7 +15,12 @@ Stages (one set of weights):
 
 Loss: normalised pose MSE + ``contact_weight`` x contact BCE + ``position_weight`` x the MSE of
 the joint-position columns; with ``tf_mix`` > 0 the stages 2 and 3 add that much of the
-stage-1 teacher-forced loss to each step.
+stage-1 teacher-forced loss to each step. With ``rigid`` every predicted pose has its joint
+positions rebuilt from its rotations (:func:`kinema.control.retrieval.pose.rigid_pose`)
+before the loss and before it is fed back, as the runtime draws it: the network learns
+rotations that put the joints where they belong, and no pose can stretch a bone. With
+``skate_weight`` > 0 the rollouts add that much of :func:`skate_loss` (toe displacement in
+the frames whose true contact is on).
 
 Config (TOML or JSON): sections ``data`` (``clips``: globs, ``sample:``/``shared:``
 prefixes resolve through :mod:`kinema.data`; ``validation``: clip names held out and used
@@ -46,13 +51,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from kinema.control.retrieval.evaluate import pose_slice
+from kinema.control.retrieval.metrics import pose_slice
 from kinema.control.retrieval.rollout import rollout, teacher_forced_candidates
 from kinema.control.retrieval.sequences import PoseNormaliser, RandomRetriever, Retriever, WindowSampler
 from kinema.errors import KinemaError
 from kinema.matching.config import DatabaseConfig
 from kinema.matching.database import Database, build_database, expand_paths, source_from_file
 from kinema.nn.checkpoint import save_checkpoint
+from kinema.control.retrieval.pose import rigid_pose
 from kinema.nn.kinematic import KinematicPrior
 from kinema.nn.retrieval import RetrievalMamba
 from kinema.nn.retrieval_concat import ConcatRetrievalMamba
@@ -86,6 +92,8 @@ class TrainSettings:
     val_horizon: int = 60
     threads: int = 1
     device: str = "cpu"
+    rigid: bool = False
+    skate_weight: float = 0.0
 
 
 def resolve_clips(patterns: list[str], base: Path | None = None) -> list[Path]:
@@ -310,8 +318,35 @@ def teacher_forced_loss(model, sampler: WindowSampler, s: TrainSettings, rng: np
             keep &= rng.random((len(keep), 1, 1)) >= s.drop_sequence
         mask = t_(keep)
     out, _ = model(t_(b.control), t_(pose), cands, mask)
-    return pose_loss(out["pose"], t_(b.target), out["contact_logits"], t_(b.contacts),
+    pred = out["pose"]
+    if s.rigid:   # score the pose the runtime draws: positions rebuilt from the rotations
+        norm = sampler.r.norm
+        mean, std = t_(norm.mean), t_(norm.std)
+        pred = (rigid_pose(sampler.db, pred * std + mean) - mean) / std
+    return pose_loss(pred, t_(b.target), out["contact_logits"], t_(b.contacts),
                      s.contact_weight, pose_slice(sampler.db, "joint_positions"), s.position_weight)
+
+
+def skate_loss(db: Database, pose: torch.Tensor, contacts: torch.Tensor) -> torch.Tensor:
+    """Mean squared horizontal world displacement of the toes (cm per frame, squared) between
+    consecutive raw predicted poses (B, H, P) over the frames whose target contact (B, H, 2)
+    is on: the foot skating of a rollout, differentiable. The root moves as
+    :func:`kinema.control.retrieval.rollout.integrate_root` moves it (turn by the new
+    frame's yaw rate, then step by its root velocity), so in the new frame's root space a
+    toe moves by ``p[t+1] + v[t+1] / fps - R(-w[t+1] / fps) p[t]``, with no absolute root."""
+    lay = {name: (a, b) for name, a, b in db.pose_layout}
+    toes = [db.roles["left_toe"], db.roles["right_toe"]]
+    a = lay["joint_positions"][0]
+    tx = torch.stack([pose[..., a + 3 * j] for j in toes], -1)          # (B, H, 2)
+    tz = torch.stack([pose[..., a + 3 * j + 2] for j in toes], -1)
+    v, w = lay["root_velocity"][0], lay["root_angular_velocity"][0]
+    turn = (pose[:, 1:, w + 1] / db.fps)[..., None]
+    c, sn = torch.cos(turn), torch.sin(turn)
+    px, pz = tx[:, :-1], tz[:, :-1]
+    dx = tx[:, 1:] + (pose[:, 1:, v] / db.fps)[..., None] - (c * px - sn * pz)
+    dz = tz[:, 1:] + (pose[:, 1:, v + 2] / db.fps)[..., None] - (sn * px + c * pz)
+    on = contacts[:, 1:]
+    return ((dx ** 2 + dz ** 2) * 1e4 * on).sum() / on.sum().clamp(min=1.0)
 
 
 def rollout_starts(db: Database, clips: np.ndarray, length: int, count: int, rng: np.random.Generator | None,
@@ -337,9 +372,14 @@ def rollout_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSetting
     starts = rollout_starts(db, clips, s.context + horizon + 1, s.batch, rng)
     ex = retriever.exclusions(db.clip_of(starts))
     r = rollout(model, retriever, db, starts, s.context, horizon, exclude=ex, rng=rng, student=student,
-                dropout=(s.drop_all, s.drop_each, s.drop_sequence), detach_every=detach_every)
-    return pose_loss(r.pose, r.target, r.contact_logits, r.target_contacts, s.contact_weight,
+                dropout=(s.drop_all, s.drop_each, s.drop_sequence), detach_every=detach_every, rigid=s.rigid)
+    loss = pose_loss(r.pose, r.target, r.contact_logits, r.target_contacts, s.contact_weight,
                      pose_slice(db, "joint_positions"), s.position_weight)
+    if s.skate_weight > 0:
+        norm = retriever.norm
+        raw = r.pose * torch.as_tensor(norm.std, device=r.pose.device) + torch.as_tensor(norm.mean, device=r.pose.device)
+        loss = loss + s.skate_weight * skate_loss(db, raw, r.target_contacts)
+    return loss
 
 
 @torch.no_grad()
@@ -361,7 +401,7 @@ def validate(model, retriever: Retriever, val: Database, s: TrainSettings) -> di
                                 device=dev) if use else None
         o, _ = model(ctrl, pose[:, :-1], cands)
         out[f"tf_{name}"] = float(F.mse_loss(o["pose"], pose[:, 1:]))
-        r = rollout(model, retriever, val, starts, s.context, s.val_horizon, retrieval=use)
+        r = rollout(model, retriever, val, starts, s.context, s.val_horizon, retrieval=use, rigid=s.rigid)
         out[f"fr_{name}"] = float(F.mse_loss(r.pose, r.target))
     return out
 

@@ -1,0 +1,126 @@
+"""Scripted sticks as a user plays them, run through the runtime as the locomotion demo runs
+it, and what a user would see go wrong (NOTES.md 3.5).
+
+Each scenario is a stick function of time (60 s at 60 Hz by default). Every frame, as in
+``kinema demo locomotion``: the stick drives the trajectory springs
+(:class:`~kinema.control.trajectory.TrajectoryController`), their prediction relative to
+the character's root is the controller's joystick, the controller steps, its root is pulled
+toward the simulation (:meth:`RetrievalController.adjust_toward`), and the drawn pose is
+the world pose with the toes locked (:class:`~kinema.control.footlock.FootLock`).
+
+Measured on every drawn frame: ``finite``; ``bone_length_drift_mm``, the largest change of
+any bone length from the rest skeleton (a pose whose positions and rotations drift apart
+stretches bones: the tear a user sees); ``head_above_hips``; ``root_error_m``, the mean
+horizontal distance from the character's root to the requested path (the simulation
+object); ``foot_skate_cm_s``, horizontal toe speed while the toe is on the floor.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from kinema.control.footlock import FootLock
+from kinema.control.retrieval.metrics import floor_height, foot_skate, joint_positions
+from kinema.control.trajectory import TrajectoryController
+from kinema.errors import KinemaError
+from kinema.matching.database import Database
+
+Stick = Callable[[float], tuple[np.ndarray, bool]]   # t (s) -> (stick (2,), walk)
+
+
+def _idle(t: float) -> tuple[np.ndarray, bool]:
+    return np.zeros(2), True
+
+
+def _stop_start(t: float) -> tuple[np.ndarray, bool]:
+    return (np.array([0.0, 1.0]) if t % 5.0 < 3.0 else np.zeros(2)), True
+
+
+def _turns(t: float) -> tuple[np.ndarray, bool]:
+    return np.array([0.0, 1.0 if t % 6.0 < 3.0 else -1.0]), False      # 180-degree reversals, running
+
+
+def _circle(t: float) -> tuple[np.ndarray, bool]:
+    a = 2.0 * np.pi * t / 10.0                                           # the stick turns once every 10 s
+    return np.array([np.sin(a), np.cos(a)]), True
+
+
+def _walk_run(t: float) -> tuple[np.ndarray, bool]:
+    return np.array([0.0, 1.0]), t % 8.0 < 4.0
+
+
+SCENARIOS: dict[str, Stick] = {"idle": _idle, "stop_start": _stop_start, "turns": _turns, "circle": _circle,
+                               "walk_run": _walk_run}
+
+
+def bone_lengths(positions: np.ndarray, parents: np.ndarray) -> np.ndarray:
+    """Lengths (..., J) of the bone from each joint's parent to it (0 for roots), of
+    positions (..., J, 3)."""
+    parents = np.asarray(parents)
+    safe = np.where(parents < 0, np.arange(len(parents)), parents)
+    return np.linalg.norm(positions - positions[..., safe, :], axis=-1)
+
+
+def rigid_bones(db: Database) -> np.ndarray:
+    """(J,) bool: the joints whose bone to their parent has a fixed rest length (every
+    joint but the roots and the hips, which translate in some skeletons, e.g. below
+    Bandai-Namco's static ``joint_Root``)."""
+    keep = np.asarray(db.parents) >= 0
+    keep[db.roles["hips"]] = False
+    return keep
+
+
+def head_joint(db: Database) -> int:
+    """The joint highest above the floor in the database's mean pose (the head or its end)."""
+    return int(np.argmax(joint_positions(db, db.pose.mean(0))[:, 1]))
+
+
+def run_scenario(ctl, stick: Stick, frames: int = 3600, fps: float = 60.0, foot_lock: bool = True,
+                 unlock_radius: float = 0.2, lock_halflife: float = 0.1) -> dict:
+    """Drive ``ctl`` (a :class:`~kinema.control.retrieval.controller.RetrievalController`,
+    reset to its start) with ``stick`` for ``frames`` frames (see the module docstring)."""
+    db = ctl.db
+    dt = 1.0 / fps
+    roles = db.roles
+    lock = FootLock(db.parents, [roles["left_foot"], roles["right_foot"]], [roles["left_toe"], roles["right_toe"]],
+                    unlock_radius, lock_halflife) if foot_lock else None
+    traj = TrajectoryController()
+    drawn = np.empty((frames, db.num_joints, 3))
+    roots = np.empty((frames, 3))
+    path = np.empty((frames, 3))
+    finite = True
+    for f in range(frames):
+        s, walk = stick(f * dt)
+        sim = traj.update(np.asarray(s, np.float64), dt, walk=walk)
+        root_pos, root_dir = ctl.root
+        ctl.step(traj.predict().features(root_pos, root_dir))
+        ctl.adjust_toward(sim.position, sim.direction, dt)
+        rot, pos = ctl.world_pose()
+        if lock is not None:
+            rot, pos = lock.apply(rot.astype(np.float64), pos.astype(np.float64), ctl.contacts, dt)
+        finite &= bool(np.isfinite(pos).all() and np.isfinite(rot).all())
+        drawn[f], roots[f], path[f] = pos, ctl.root[0], sim.position
+    rest = np.linalg.norm(db.offsets, axis=-1)
+    rigid = rigid_bones(db)
+    drift = np.abs(bone_lengths(drawn, db.parents) - rest)[:, rigid]
+    toes = [roles["left_toe"], roles["right_toe"]]
+    head = head_joint(db)
+    return {"frames": frames, "finite": finite,
+            "bone_length_drift_mm": float(np.nanmax(drift) * 1000.0) if finite else float("inf"),
+            "head_above_hips": bool(np.all(drawn[:, head, 1] > drawn[:, roles["hips"], 1])),
+            "root_error_m": float(np.linalg.norm((roots - path)[:, [0, 2]], axis=-1).mean()),
+            "foot_skate_cm_s": float(foot_skate(drawn[None, :, toes], floor_height(db), fps)[0]),
+            "travelled_m": float(np.linalg.norm(np.diff(roots[:, [0, 2]], axis=0), axis=-1).sum())}
+
+
+def run_scenarios(ctl, names=None, frames: int = 3600, foot_lock: bool = True) -> dict[str, dict]:
+    """:func:`run_scenario` for each of ``names`` (default all :data:`SCENARIOS`), each from
+    the controller's start (``ctl.reset()``)."""
+    out = {}
+    for name in names or SCENARIOS:
+        if name not in SCENARIOS:
+            raise KinemaError(f"unknown scenario {name!r}; choose from {sorted(SCENARIOS)}")
+        ctl.reset(0)
+        out[name] = run_scenario(ctl, SCENARIOS[name], frames, foot_lock=foot_lock)
+    return out

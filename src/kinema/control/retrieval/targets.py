@@ -1,0 +1,77 @@
+"""The controller targets (the retrieval-controller issues), checked on an evaluation result
+of :func:`kinema.control.retrieval.evaluate.evaluate`: each target is read from the JSON
+keys, so a card or a closing note reports pass or fail without a number typed by hand.
+
+No target can be won by a useless controller alone: a frozen pose passes skating and loses
+motion energy and Fréchet distance; a damped one lowers joint error and fails the energy
+gate; a model that ignores the stick loses root and heading error.
+"""
+from __future__ import annotations
+
+from kinema.control.retrieval.metrics import ENERGY_GATE
+
+
+def check_targets(result: dict) -> list[dict]:
+    """Rows ``{"target", "value", "bound", "passed"}`` (``passed`` None when the result
+    lacks what the target needs, e.g. no twin or no scenarios)."""
+    fr = result["free_running"]
+    me = fr["with"]
+    mm = fr["baselines"].get("motion_matching")
+    truth = fr.get("ground_truth", {})
+    rows: list[dict] = []
+
+    def add(target: str, value, bound: str, passed) -> None:
+        rows.append({"target": target, "value": value, "bound": bound, "passed": passed})
+
+    for key, cap in (("root_error_m", 0.20), ("heading_error_deg", 6.0)):
+        add(key, me[key], f"<= {cap}", me[key] <= cap)
+        if mm is not None:
+            add(f"{key} vs motion matching", me[key], f"<= 1.15 x {mm[key]:.4g}", me[key] <= 1.15 * mm[key])
+    for key, (lo, hi) in ENERGY_GATE.items():
+        add(key, me[key], f"in [{lo}, {hi}]" if hi != float("inf") else f">= {lo}", lo <= me[key] <= hi)
+    if "foot_skate_cm_s" in truth:
+        add("foot_skate_cm_s vs truth", me["foot_skate_cm_s"], f"<= 2 x {truth['foot_skate_cm_s']:.4g}",
+            me["foot_skate_cm_s"] <= 2.0 * truth["foot_skate_cm_s"])
+    if mm is not None:
+        add("foot_skate_cm_s vs motion matching", me["foot_skate_cm_s"], f"<= {mm['foot_skate_cm_s']:.4g}",
+            me["foot_skate_cm_s"] <= mm["foot_skate_cm_s"])
+        add("frechet vs motion matching", me["frechet"], f"<= {mm['frechet']:.4g}", me["frechet"] <= mm["frechet"])
+    if "gain_vs_twin" in fr:
+        lo = fr["gain_vs_twin_ci95"][0]
+        add("gain_vs_twin", fr["gain_vs_twin"], ">= 0.15, interval above 0", fr["gain_vs_twin"] >= 0.15 and lo > 0)
+    else:
+        add("gain_vs_twin", None, ">= 0.15 (needs --baseline)", None)
+    h = fr.get("horizons")
+    if h:
+        for other in ("motion_matching", "no_retrieval_model"):
+            cis = h["other_minus_model_ci95"].get(other)
+            if cis is None:
+                add(f"joint error below {other}", None, "every horizon", None)
+                continue
+            ok = all(ci[0] > 0 for ci in cis)
+            add(f"joint error below {other}", [round(ci[0], 3) for ci in cis],
+                "interval of (other - model) above 0 at every horizon", ok)
+    sc = result.get("scenarios")
+    if sc:
+        drift = max(s["bone_length_drift_mm"] for s in sc.values())
+        add("scenarios finite", all(s["finite"] for s in sc.values()), "all", all(s["finite"] for s in sc.values()))
+        add("bone_length_drift_mm", drift, "<= 1", drift <= 1.0)
+        heads = all(s["head_above_hips"] for s in sc.values())
+        add("head above hips", heads, "every frame of every scenario", heads)
+    else:
+        add("scenarios", None, "needs --scenarios", None)
+    return rows
+
+
+def targets_table(result: dict) -> str:
+    """Markdown table of :func:`check_targets`."""
+    def fmt(v) -> str:
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return "-" if v is None else str(v)
+
+    out = ["| target | value | bound | met |", "|---|---|---|---|"]
+    for r in check_targets(result):
+        met = "n/a" if r["passed"] is None else ("yes" if r["passed"] else "**no**")
+        out.append(f"| {r['target']} | {fmt(r['value'])} | {r['bound']} | {met} |")
+    return "\n".join(out)

@@ -1,0 +1,186 @@
+"""The evaluation protocol that a frozen or damped controller cannot win (NOTES.md 3.5):
+motion energy, Fréchet distance, grouped intervals, the inertialized motion-matching
+baseline, rigid poses and the scripted-stick scenarios, on real GAMES-105 windows."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import linalg, stats
+
+from kinema.control.retrieval.metrics import (ENERGY_BAND, energy_gate, frechet, grouped_bootstrap_ci,
+                                              joint_positions, summary, window_metrics)
+
+
+def _windows(db, length=60, offset=10):
+    long = db.ranges[:, 1] - db.ranges[:, 0] >= length + offset + 30
+    starts = db.ranges[long, 0] + offset
+    assert len(starts) >= 4
+    rows = starts[:, None] + np.arange(length)[None]
+    return rows, db.pose[rows], db.root_positions[rows], db.root_directions[rows]
+
+
+def test_truth_frozen_and_half_energy_pinned(games105_db, games105_retriever):
+    """The truth scores speed and acceleration ratios of exactly 1, skating equal to its own,
+    a Fréchet distance of 0 and passes the energy gate; the frozen first pose scores an
+    energy ratio of 0 and fails it; a 50/50 blend with the mean pose halves speed and
+    acceleration (positions are linear in the pose vector) and fails it too."""
+    db, norm = games105_db, games105_retriever.norm
+    rows, true, tp, td = _windows(db)
+    roots = (tp, td, tp, td)
+    m = window_metrics(true, true, norm, db, 0.05, roots)
+    np.testing.assert_allclose(m["joint_speed_ratio"], 1.0, rtol=1e-6)
+    np.testing.assert_allclose(m["accel_ratio"], 1.0, rtol=1e-6)
+    np.testing.assert_allclose(m["world_joint_error_cm"], 0.0, atol=1e-6)
+    s = summary(m, m)
+    assert s["frechet"] == pytest.approx(0.0, abs=1e-4) and s["energy_window_fraction"] == 1.0
+    assert energy_gate(s)
+    skate_truth = m["foot_skate_cm_s"]
+    assert skate_truth.mean() > 0   # real mocap skates a little under the detector
+    frozen = np.repeat(true[:, :1], true.shape[1], 1)
+    fr = window_metrics(frozen, true, norm, db, 0.05, (np.repeat(tp[:, :1], tp.shape[1], 1),
+                                                      np.repeat(td[:, :1], td.shape[1], 1), tp, td))
+    sf = summary(fr, m)
+    assert sf["joint_speed_ratio"] == 0.0 and sf["accel_ratio"] == 0.0 and sf["energy_window_fraction"] == 0.0
+    assert not energy_gate(sf) and sf["frechet"] > 1.0
+    assert sf["foot_skate_cm_s"] == 0.0   # which is why skating is never read alone
+    half = 0.5 * true + 0.5 * norm.mean
+    h = summary(window_metrics(half, true, norm, db, 0.05, roots), m)
+    assert h["joint_speed_ratio"] == pytest.approx(0.5, rel=1e-4)
+    assert h["accel_ratio"] == pytest.approx(0.5, rel=1e-4)
+    assert not energy_gate(h) and h["energy_window_fraction"] == 0.0
+
+
+def test_damping_lowers_joint_error_and_fails_the_energy_gate(games105_db, games105_retriever):
+    """A controller that moves like the actor but out of step (the truth 20 frames late, as
+    the LaFAN1 diagnosis found) passes the gate; pulling it toward an exponential average of
+    its own past poses (the damping sweep of benchmarks/diagnose_retrieval.py) lowers its
+    joint error, and fails the gate: joint error alone would select the damped one."""
+    db, norm = games105_db, games105_retriever.norm
+    rows, true, tp, td = _windows(db, 60, 40)
+    late = db.pose[rows - 20]
+    damped = late.copy()
+    anchor = late[:, 0].copy()
+    for t in range(1, late.shape[1]):
+        anchor = 0.9 * anchor + 0.1 * damped[:, t - 1]
+        damped[:, t] = late[:, t] + 0.6 * (anchor - late[:, t])
+    ref = window_metrics(true, true, norm, db, 0.05)
+    s_late = summary(window_metrics(late, true, norm, db, 0.05), ref)
+    s_damp = summary(window_metrics(damped, true, norm, db, 0.05), ref)
+    assert s_damp["joint_error_cm"] < s_late["joint_error_cm"]
+    assert energy_gate(s_late) or s_late["energy_window_fraction"] >= 0.5
+    assert not energy_gate(s_damp)
+    assert s_damp["joint_speed_ratio"] < ENERGY_BAND[0]
+
+
+def test_frechet_matches_scipy_sqrtm_oracle():
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(400, 6)) @ rng.normal(size=(6, 6))
+    b = rng.normal(size=(500, 6)) @ rng.normal(size=(6, 6)) + 0.3
+    mean, std = b.mean(0), b.std(0).mean()
+    za, zb = (a - mean) / std, (b - mean) / std
+    sa, sb = np.cov(za, rowvar=False), np.cov(zb, rowvar=False)
+    ref = ((za.mean(0) - zb.mean(0)) ** 2).sum() + np.trace(sa + sb - 2 * linalg.sqrtm(sa @ sb).real)
+    assert frechet(a, b) == pytest.approx(ref, rel=1e-6)
+    assert frechet(b, b) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_grouped_bootstrap_widens_for_correlated_windows():
+    """Windows of one take share its offset: resampling takes (then windows) gives a wider
+    interval than resampling windows alone, and one group falls back to the plain one."""
+    rng = np.random.default_rng(4)
+    takes = np.repeat(np.arange(6), 30)
+    values = rng.normal(0, 1, 6)[takes] + rng.normal(0, 0.2, len(takes))
+    lo, hi = grouped_bootstrap_ci(values, takes, n=3000)
+    plain = stats.bootstrap((values,), np.mean, n_resamples=3000, method="percentile", random_state=0).confidence_interval
+    assert lo < values.mean() < hi
+    assert hi - lo > 2.0 * (plain.high - plain.low)
+    assert grouped_bootstrap_ci(values, np.zeros(len(values), int)) == grouped_bootstrap_ci(values, None)
+
+
+def test_rigid_pose_keeps_rest_bone_lengths(games105_db):
+    """Database poses are unchanged by the projection; a pose whose positions were stretched
+    gets its rest bone lengths back (rebuilt from its rotations), in NumPy and torch."""
+    import torch
+
+    from kinema.control.retrieval.pose import rigid_pose
+    from kinema.control.retrieval.scenarios import bone_lengths, rigid_bones
+
+    db = games105_db
+    poses = db.pose[::7]
+    np.testing.assert_allclose(rigid_pose(db, poses), poses, atol=2e-6)
+    stretched = poses.copy()
+    jp = joint_positions(db, stretched)
+    jp *= 1.3
+    rest = np.linalg.norm(db.offsets, axis=-1)
+    rigid = rigid_bones(db)
+    assert np.abs(bone_lengths(joint_positions(db, stretched), db.parents) - rest)[:, rigid].max() > 0.01
+    fixed = rigid_pose(db, stretched)
+    assert np.abs(bone_lengths(joint_positions(db, fixed), db.parents) - rest)[:, rigid].max() < 1e-5
+    t = rigid_pose(db, torch.as_tensor(stretched, dtype=torch.float64).requires_grad_())
+    np.testing.assert_allclose(t.detach().numpy(), fixed, atol=1e-5)
+    t.sum().backward()   # differentiable: trainable through the projection
+
+
+def test_inertialized_matching_starts_where_the_actor_is(games105_db, games105_retriever):
+    """The runtime motion-matching baseline starts from the true pose (inertialized), so
+    its first frame is much nearer the truth than playback's jump to the matched row."""
+    from kinema.control.retrieval.evaluate import matching_rollout
+    from kinema.control.retrieval.rollout import playback_rollout
+
+    db = games105_db
+    rows, true, tp, td = _windows(db, 60, 40)
+    starts = rows[:, 0] - 16
+    clips = db.clip_of(starts)
+    exclude = np.stack([clips, db.twins[clips]], 1)
+    mm, _, _ = matching_rollout(db, db, starts, 16, 30, exclude)
+    pb, _, _ = playback_rollout(games105_retriever, db, starts, 16, 30, games105_retriever.refresh, exclude)
+    truth = joint_positions(db, db.pose[(starts + 16)[:, None] + np.arange(30)[None]])
+    first = lambda p: np.linalg.norm(joint_positions(db, p)[:, 0] - truth[:, 0], axis=-1).mean() * 100  # noqa: E731
+    assert first(mm) < 0.5 * first(pb)
+    assert np.isfinite(mm).all()
+
+
+@pytest.fixture(scope="module")
+def sample_controller():
+    from kinema.control.retrieval.evaluate import open_database
+    from kinema.demos.locomotion import MODEL_DIR, SAMPLE_MODEL
+    from kinema.nn.checkpoint import read_metadata
+
+    path = MODEL_DIR / SAMPLE_MODEL
+    return path, open_database(None, read_metadata(path))
+
+
+def test_scenarios_measure_what_a_user_sees(sample_controller):
+    """The scripted sticks through the runtime: with rigid poses every bone keeps its rest
+    length on every drawn frame; drawing the network's raw positions lets them drift (the
+    tear the metric exists to catch); standing still travels far less than walking."""
+    from kinema.control.retrieval.controller import RetrievalController
+    from kinema.control.retrieval.scenarios import run_scenarios
+
+    path, db = sample_controller
+    rigid = run_scenarios(RetrievalController(path, db), ["idle", "stop_start"], frames=480)
+    raw = run_scenarios(RetrievalController(path, db, rigid=False), ["stop_start"], frames=480)
+    for sc in rigid.values():
+        assert sc["finite"] and sc["head_above_hips"] and sc["bone_length_drift_mm"] <= 1.0
+    assert raw["stop_start"]["bone_length_drift_mm"] > 10.0
+    assert rigid["idle"]["travelled_m"] < 0.25 * rigid["stop_start"]["travelled_m"]
+
+
+def test_rigid_pose_on_mirrored_lafan1_rows(shared_data):
+    """LaFAN1's bone axes are not mirror-symmetric (the legs lie along local x), so its
+    mirrored clips hold rotations of a reflected skeleton: the projection must rebuild every
+    row, original and mirrored, exactly, and a perturbed pose to within millimetres."""
+    from kinema.control.retrieval.pose import offset_sets, rigid_pose
+    from kinema.control.retrieval.training import build_clips
+    from kinema.matching.config import DatabaseConfig
+
+    db = build_clips([shared_data / "lafan1" / "walk4_subject1.bvh"], DatabaseConfig.preset("lafan1"), True)
+    assert len(offset_sets(db)) == 2 and db.clip_mirrored.any()
+    for c in range(len(db.clip_names)):
+        lo, hi = db.ranges[c]
+        rows = db.pose[lo:hi:25]
+        np.testing.assert_allclose(rigid_pose(db, rows), rows, atol=1e-5)
+    rng = np.random.default_rng(5)
+    noisy = db.pose[::40] + rng.normal(0, 0.003, db.pose[::40].shape).astype(np.float32)
+    out = joint_positions(db, rigid_pose(db, noisy))
+    assert np.abs(out - joint_positions(db, db.pose[::40])).max() < 0.1
