@@ -294,3 +294,114 @@ def test_real_features_match_float64_oracle(real):
     _, q = _real_queries(feats, 120, 23)
     idx, cost = index.search(q, k=4)
     _assert_exact(idx, cost, _oracle(feats, q, 4, np.ones(len(feats), bool)), 4)
+
+
+def _hold_out(feats, ranges, every=5):
+    """Index rows and held-out rows: every ``every``-th clip pair (a clip and its mirror twin)
+    is left out of the index, as a controller's queries come from motion not in it."""
+    pair = np.arange(len(ranges)) // 2
+    held = pair % every == 0
+    lengths = ranges[:, 1] - ranges[:, 0]
+    row_held = np.repeat(held, lengths)
+    stops = np.cumsum(lengths[~held])
+    return (np.ascontiguousarray(feats[~row_held]), np.stack([stops - lengths[~held], stops], axis=1),
+            feats[row_held])
+
+
+def test_held_out_real_queries_equal_brute_force(real):
+    """Queries from real clips that are not in the index (LaFAN1 / Bandai, mirrored), with
+    k > 1 and every exclusion kind: indices and costs bit-identical to brute force, costs
+    within float32 rounding of a float64 oracle."""
+    feats, ranges, _ = real
+    index_feats, index_ranges, held = _hold_out(feats, ranges)
+    index = SearchIndex(index_feats, index_ranges)
+    rng = np.random.default_rng(31)
+    q = np.ascontiguousarray(held[rng.choice(len(held), 300, replace=False)])
+    near = index.search(q, k=1)[0][:, 0]  # the frame a controller would be playing
+    clip = np.searchsorted(index_ranges[:, 1], near, side="right")
+    mask = rng.random(len(index_feats)) > 0.2
+    settings = [(None, 1), (None, 4), (None, 16), (Exclusion(current=near, around=20, clip_end=20), 4),
+                (Exclusion(clips=np.stack([clip, clip ^ 1], axis=1), clip_end=3), 4),
+                (Exclusion(mask=mask, current=near, around=0), 6)]
+    for i, (ex, k) in enumerate(settings):
+        part = slice(i * 50, (i + 1) * 50)
+        if ex is not None:
+            ex = Exclusion(current=None if ex.current is None else ex.current[part], around=ex.around,
+                           clip_end=ex.clip_end, clips=None if ex.clips is None else ex.clips[part], mask=ex.mask)
+        idx, cost = index.search(q[part], k=k, exclude=ex)
+        ri, rc = brute_force(index_feats, q[part], k=k, exclude=ex, ranges=index_ranges)
+        np.testing.assert_array_equal(idx, ri)
+        np.testing.assert_array_equal(cost, rc)
+        if ex is None:
+            _assert_exact(idx, cost, _oracle(index_feats, q[part], k, np.ones(len(index_feats), bool)), k)
+    # one query at a time (the controller's fast path) gives the batch's answer
+    for j in range(20):
+        ex = Exclusion(current=int(near[j]), around=20, clip_end=20)
+        si, sc = index.search(q[j], k=4, exclude=ex)
+        bi, bc = brute_force(index_feats, q[j], k=4, exclude=ex, ranges=index_ranges)
+        np.testing.assert_array_equal(si, bi)
+        np.testing.assert_array_equal(sc, bc)
+
+
+def test_held_out_ties_with_duplicated_real_rows(real):
+    """Every real index row present twice (and a block three times): each cost ties, and the
+    lower row index wins, as in brute force."""
+    feats, ranges, _ = real
+    index_feats, _, held = _hold_out(feats, ranges)
+    base = index_feats[::7]
+    dup = np.concatenate([base, base, base[:500]])
+    index = SearchIndex(dup)
+    q = np.ascontiguousarray(held[::997][:80])
+    for k in (1, 2, 5):
+        idx, cost = index.search(q, k=k)
+        ri, rc = brute_force(dup, q, k=k)
+        np.testing.assert_array_equal(idx, ri)
+        np.testing.assert_array_equal(cost, rc)
+    assert np.all(idx[:, 0] < len(base))  # a row's first copy beats its duplicates
+
+
+def test_costs_are_sequential_float32_sums():
+    """The reported cost is sum_j (x_j - q_j)^2 rounded step by step in float32, left to
+    right (the index's compiled kernel and brute force both), not NumPy's pairwise sum."""
+    rng = np.random.default_rng(32)
+    feats = (rng.normal(size=(3000, 27)) * rng.uniform(0.01, 100, 27)).astype(np.float32)
+    q = rng.normal(size=(40, 27)).astype(np.float32)
+    index = SearchIndex(feats)
+    idx, cost = index.search(q, k=3)
+    for i in range(len(q)):
+        d = feats[idx[i]] - q[i]
+        want = np.zeros(3, np.float32)
+        for j in range(27):
+            want = want + d[:, j] * d[:, j]  # float32 at every step
+        np.testing.assert_array_equal(cost[i], want)
+
+
+def test_single_query_inputs_and_caller_array_untouched():
+    """The one-query fast path takes lists, float64, read-only and numpy-int exclusions; the
+    caller's features are only read, and the index keeps its own copy."""
+    feats, ranges = _motion_like(5, 400, 27, seed=33)
+    keep = feats.copy()
+    index = SearchIndex(feats, ranges)
+    np.testing.assert_array_equal(feats, keep)
+    q = feats[123] + 0.01
+    ref = brute_force(keep, q, k=4, exclude=Exclusion(current=123, around=5, clip_end=2), ranges=ranges)
+    ro = q.copy()
+    ro.flags.writeable = False
+    for arg in (q, q.astype(np.float64), q.tolist(), ro):
+        for cur in (123, np.int64(123), np.array(123), np.array([123])):
+            got = index.search(arg, k=4, exclude=Exclusion(current=cur, around=5, clip_end=2))
+            np.testing.assert_array_equal(got[0], ref[0])
+            np.testing.assert_array_equal(got[1], ref[1])
+    feats[:] = 0.0  # the caller reuses its array: the index is unaffected
+    np.testing.assert_array_equal(index.search(q, k=4, exclude=Exclusion(current=123, around=5, clip_end=2))[0],
+                                  ref[0])
+    bad = q.copy()
+    bad[3] = np.inf
+    with pytest.raises(KinemaError):
+        index.search(bad)
+    with pytest.raises(KinemaError):
+        index.search(np.stack([q, bad]))
+    with pytest.raises(KinemaError):
+        index.search(q, exclude=Exclusion(current=len(feats)))
+    with pytest.raises(KinemaError):
+        SearchIndex(np.where(np.arange(27) == 4, np.nan, keep[:30]))
