@@ -1,28 +1,35 @@
 """Exact k-nearest-neighbour search in a motion-matching feature space.
 
 Cost is the squared Euclidean distance between a query and a database row (both already
-normalised). :class:`SearchIndex` returns exactly what :func:`brute_force` returns (same
-rows, same float32 costs, ties broken by the lower row index) but visits only a small part
-of the database:
+normalised), summed in float32 left to right over the features. :class:`SearchIndex`
+returns exactly what :func:`brute_force` returns (same rows, same float32 costs, ties
+broken by the lower row index) but visits only a small part of the database:
 
-* **Tree.** Rows are rotated into the principal axes of the features (float64, then one
-  float32 copy padded to a multiple of 8 columns) and reordered by recursive median splits
-  along the axis of largest quartile spread into a complete binary tree whose leaves are blocks of
-  ``leaf_size`` consecutive rows. Every ``log2(fanout)``-th level is kept, each node with
-  the [lo, hi] bounding box of its float32 rows, so the box's distance to a query is a
-  lower bound of the cost of every row inside it.
+* **Tree.** Rows are rotated into the principal axes of the features (each row in
+  float64, stored as one float32 copy: the build's only full-size temporary) and reordered
+  by median splits along the axis of largest quartile spread into a complete binary tree
+  whose leaves are blocks of ``leaf_size`` consecutive rows. The build is compiled: per
+  level and node a quickselect finds the median and one stable pass streams the node's
+  rows to the other buffer (the leaf storage doubles as that buffer); once nodes are
+  small, each cache-sized block runs its remaining levels at once. Every
+  ``log2(fanout)``-th level is kept, each node with the [lo, hi] bounding box of its
+  rotated rows, so the box's distance to a query is a lower bound of the distance of every
+  row inside it.
+* **Leaves hold the caller's rows** (not the rotated ones) in tree order, column by column
+  per leaf, so the compiled kernel costs 8 rows at a time with vector instructions and
+  still gets brute force's float32 cost bit for bit (same operations, same order).
 * **Compiled branch and bound** (Numba, :mod:`kinema.matching.search_kernels`). Per query,
   a depth-first descent that visits the nearer child first and skips a node when its box
-  lies beyond the query's current k-th best cost. Everything runs in float32 SIMD on the
-  rotated copy; exclusions are tested per row, so excluded rows never tighten the bound.
-  Queries of a batch run in tree order (consecutive queries share cached nodes), all in one
-  compiled call; ``threads`` > 1 splits a batch over threads (the kernel releases the GIL).
-* **Exact final costs.** The rotated float32 copy differs from exact distances by a
-  rounding that is bounded (row and query rounding measured, float32 summation error
-  bounded): the kernel keeps every allowed row whose approximate cost could still tie or
-  beat brute force's k-th one; their costs are recomputed with the same float32 kernel as
-  :func:`brute_force` and the k best kept (ties by row index), so the result is
-  bit-identical to brute force.
+  lies beyond the query's current k-th best cost, inflated by a bound of the rotations'
+  float32 rounding (measured per row and per query) and of float32 summation, so no node
+  that could hold a row tying or beating the k-th cost is skipped. Rows are ranked by
+  (cost, row); exclusions are tested per row, so excluded rows never tighten the bound.
+  Queries of a batch run in tree order (consecutive queries share cached nodes), all in
+  one compiled call; ``threads`` > 1 splits a batch over threads (the kernel releases the
+  GIL).
+* **One query, one call.** Everything per database (validation, array layouts, the
+  kernel's arguments) is prepared once; a single query costs a few checks and one compiled
+  call (about 3 µs in all), which also checks that the query is finite.
 """
 from __future__ import annotations
 
