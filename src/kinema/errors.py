@@ -30,6 +30,10 @@ class FormatError(KinemaError, ValueError):
         super().__init__(where + message)
 
 
+class MissingFileError(FormatError, FileNotFoundError):
+    """The file to read does not exist (also a :class:`FileNotFoundError`)."""
+
+
 class UnsupportedFormatError(KinemaError, ValueError):
     """The file type is not one kinema can read or write."""
 
@@ -38,5 +42,29 @@ class CheckpointError(KinemaError, ValueError):
     """A model or database file is corrupted, mismatched or unsafe (e.g. a pickle)."""
 
 
+class LimitError(FormatError, CheckpointError):
+    """A file declares more than a :class:`kinema.limits.Limits` allows (frames, array
+    sizes, decompressed bytes, model size...); the message names the limit to raise.
+    Also a :class:`CheckpointError`, as model and database files raise it too.
+
+    Args:
+        message: what the file declares. path: the file. limit: the ``Limits`` field name.
+    """
+
+    def __init__(self, message: str, path: str | Path | None = None, limit: str | None = None):
+        self.limit = limit
+        if limit is not None:
+            message = f"{message} (limit kinema.limits.Limits.{limit}; pass limits= to raise it)"
+        super().__init__(message, path)
+
+
 class SkeletonError(KinemaError, ValueError):
     """A skeleton or motion is inconsistent (parent order, shapes, names)."""
+
+
+class EulerOrderError(KinemaError, ValueError):
+    """An Euler order that is not one of :data:`kinema.maths.quat.EULER_ORDERS`."""
+
+
+class RenderError(KinemaError, RuntimeError):
+    """The GPU pipeline could not be set up (shader compile, framebuffer, no context)."""

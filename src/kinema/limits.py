@@ -40,6 +40,8 @@ class Limits:
         max_json_depth: nesting depth of that JSON (objects and arrays).
         max_model_parameters: parameters of a model built from a checkpoint's config.
         min_fps, max_fps: frame rates a motion may declare (frames per second).
+        max_abs_position: largest coordinate of a translation, offset or vertex, in metres
+            (finite but huge values, e.g. FLT_MAX, overflow to inf in forward kinematics).
     """
 
     max_frames: int = 10_000_000
@@ -57,6 +59,7 @@ class Limits:
     max_model_parameters: int = 1_000_000_000
     min_fps: float = 1.0
     max_fps: float = 10_000.0
+    max_abs_position: float = 1e6
 
 
 DEFAULT = Limits()

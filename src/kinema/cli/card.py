@@ -19,7 +19,7 @@ def run(args: argparse.Namespace) -> int:
     from kinema.control.retrieval.card import model_card
     from kinema.nn.checkpoint import read_metadata
 
-    meta = read_metadata(args.checkpoint)
+    meta = read_metadata(args.checkpoint, require=("config",))
     path = Path(args.eval_json) if args.eval_json else Path(args.checkpoint).with_suffix(".eval.json")
     result = json.loads(path.read_text()) if path.is_file() else None
     if args.eval_json and result is None:

@@ -16,6 +16,7 @@ import importlib
 import importlib.util
 import os
 import sys
+import traceback
 
 from kinema.errors import KinemaError
 
@@ -35,9 +36,12 @@ def build_parser() -> argparse.ArgumentParser:
     from kinema import __version__
     parser = argparse.ArgumentParser(prog="kinema", description="kinema: neural character animation toolkit")
     parser.add_argument("--version", action="version", version=f"kinema {__version__}")
+    parser.add_argument("--debug", action="store_true", help="on an error, print the full traceback")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, mod in _available().items():
         p = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help="on an error, print the full traceback")
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
     return parser
@@ -52,7 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args._run(args) or 0)
     except (KinemaError, FileNotFoundError) as exc:
-        print(f"kinema {args.command}: error: {exc}", file=sys.stderr)
+        if getattr(args, "debug", False):
+            traceback.print_exc()
+        # one line: a message with newlines (e.g. a quoted file line) is folded
+        print(f"kinema {args.command}: error: " + " ".join(str(exc).split()), file=sys.stderr)
         return 1
     except BrokenPipeError:
         # the reader went away (e.g. `kinema info x --json | head`): not an error of ours

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from kinema.errors import UnsupportedFormatError
+from kinema.errors import MissingFileError, UnsupportedFormatError
 
 # suffix -> module implementing it. npz covers both kinema's motion npz and
 # AI4AnimationPy's npz (kinema.io.npz detects which).
@@ -43,7 +43,7 @@ def load(path: str | Path, **options):
     """Load a :class:`kinema.motion.Motion` from ``path`` (dispatch on suffix)."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"no such file: {path}")
+        raise MissingFileError("no such file", path)
     return format_module(path).load(path, **options)
 
 
@@ -60,7 +60,7 @@ def load_character(path: str | Path, **options):
     """Load a :class:`kinema.io.character.Character` (skeleton, skinned meshes, animations)."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"no such file: {path}")
+        raise MissingFileError("no such file", path)
     name = CHARACTER_FORMATS.get(path.suffix.lower())
     module = importlib.import_module(name) if name else format_module(path)
     if not hasattr(module, "load_character"):

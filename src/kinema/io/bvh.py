@@ -24,6 +24,8 @@ import numpy as np
 from kinema.errors import FormatError
 from kinema.io import atomic
 from kinema.io.bvh_parse import BvhData, read
+from kinema.io.validate import check_motion
+from kinema.limits import DEFAULT, Limits
 from kinema.maths import quat
 from kinema.motion import Motion, Skeleton
 
@@ -38,7 +40,7 @@ _AXIS = {"X": 0, "Y": 1, "Z": 2}
 
 
 def load(path: str | Path, *, scale: float | str = "auto", end_sites: bool = False,
-         name: str | None = None) -> Motion:
+         name: str | None = None, limits: Limits = DEFAULT) -> Motion:
     """Read a BVH file.
 
     Args:
@@ -48,14 +50,16 @@ def load(path: str | Path, *, scale: float | str = "auto", end_sites: bool = Fal
             0.01 unless the skeleton is clearly in metres (see :func:`guess_scale`).
         end_sites: keep End Sites as joints named ``<Parent>Site`` (default: drop them).
         name: motion name (default: the file stem).
+        limits: size and frame-rate limits (:mod:`kinema.limits`).
     Returns:
         Motion with rotations (F, J, 4) and positions (F, J, 3) in metres, fps from
         "Frame Time" (snapped to a whole number when within 1e-4 relative of one).
     Raises:
         FormatError naming the file and line on malformed input.
     """
-    data = read(path)
-    return to_motion(data, scale=scale, end_sites=end_sites, name=Path(path).stem if name is None else name)
+    data = read(path, limits)
+    motion = to_motion(data, scale=scale, end_sites=end_sites, name=Path(path).stem if name is None else name)
+    return check_motion(motion, path, limits)
 
 
 def info(path: str | Path) -> dict:
@@ -68,6 +72,8 @@ def info(path: str | Path) -> dict:
 def fps_from_frame_time(frame_time: float) -> float:
     """1 / frame_time, snapped to the nearest whole fps when within 1e-4 relative."""
     fps = 1.0 / frame_time
+    if not np.isfinite(fps):
+        raise FormatError(f"Frame Time {frame_time!r} gives no finite frame rate")
     r = round(fps)
     return float(r) if r > 0 and abs(fps - r) <= 1e-4 * fps else fps
 
@@ -140,7 +146,8 @@ def to_motion(data: BvhData, *, scale: float | str = "auto", end_sites: bool = F
     pos = np.empty((frames, num_joints, 3), np.float32)
     pos[:] = offsets
     if pos_joint:
-        pos[:, pos_joint, pos_axis] = values[:, pos_col] * scale
+        with np.errstate(over="ignore"):           # beyond float32: refused by check_motion
+            pos[:, pos_joint, pos_axis] = values[:, pos_col] * scale
 
     names = list(data.names)
     parents = data.parents.copy()

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from kinema.errors import FormatError
+from kinema.errors import FormatError, MissingFileError
+from kinema.io.validate import check_motion_size
+from kinema.limits import DEFAULT, Limits
 
 #: Valid channel names (canonical spelling), keyed by their lower-case form.
 CHANNEL_NAMES = {f"{a}{k}".lower(): f"{a.upper()}{k}" for k in ("position", "rotation") for a in "xyz"}
@@ -59,18 +61,26 @@ class BvhData:
         return int(self.values.shape[0])
 
 
-def read(path: str | Path) -> BvhData:
+def read(path: str | Path, limits: Limits = DEFAULT) -> BvhData:
     """Read the BVH file at ``path``; raises FormatError naming file and line on bad input."""
     path = Path(path)
     try:
         raw = path.read_bytes()
+    except FileNotFoundError:
+        raise MissingFileError("no such file", path) from None
     except IsADirectoryError as exc:
         raise FormatError("is a directory, not a BVH file", path) from exc
-    return parse(raw, path)
+    except OSError as exc:
+        raise FormatError(f"cannot read the file ({exc.strerror})", path) from None
+    return parse(raw, path, limits)
 
 
-def parse(raw: bytes, path: str | Path | None = None) -> BvhData:
-    """Parse the bytes of a BVH file (``path`` only names it in errors)."""
+def parse(raw: bytes, path: str | Path | None = None, limits: Limits = DEFAULT) -> BvhData:
+    """Parse the bytes of a BVH file (``path`` only names it in errors).
+
+    The declared frame count times the joint count is checked against ``limits`` before
+    the MOTION block is read, and the frame rate (1 / Frame Time) against its range.
+    """
     m = _MOTION_RE.search(raw)
     if m is None:
         raise FormatError("no MOTION section (a line holding only 'MOTION')", path,
@@ -78,7 +88,9 @@ def parse(raw: bytes, path: str | Path | None = None) -> BvhData:
     header = _decode(raw[:m.start()])
     names, parents, offsets, channels, end_sites = _parse_hierarchy(header, path)
     motion_line = header.count("\n") + 1
-    frames, frame_time, data_start, data_line = _parse_motion_header(raw, m.end(), motion_line, path)
+    frames, frame_time, data_start, data_line = _parse_motion_header(raw, m.end(), motion_line, path,
+                                                                     limits)
+    check_motion_size(frames, len(names) + len(end_sites), path, limits)
     num_channels = sum(len(c) for c in channels)
     values = _parse_values(raw[data_start:], frames, num_channels, data_line, path)
     starts = np.concatenate([[0], np.cumsum([len(c) for c in channels])[:-1]]).astype(int).tolist()
@@ -253,7 +265,7 @@ def _parse_hierarchy(text: str, path):
 
 # --------------------------------------------------------------------------- motion
 
-def _parse_motion_header(raw: bytes, pos: int, motion_line: int, path):
+def _parse_motion_header(raw: bytes, pos: int, motion_line: int, path, limits: Limits = DEFAULT):
     """Read "Frames:" and "Frame Time:" after MOTION; return (frames, frame_time, data offset, data line).
 
     ``pos`` is the end of the MOTION line (at its newline), ``motion_line`` its number.
@@ -282,6 +294,11 @@ def _parse_motion_header(raw: bytes, pos: int, motion_line: int, path):
         frame_time = float("nan")
     if not (np.isfinite(frame_time) and frame_time > 0):
         raise FormatError(f"expected 'Frame Time: SECONDS' (> 0), found {ttext[:60]!r}", path, tline)
+    fps = 1.0 / frame_time if frame_time >= 1e-300 else float("inf")
+    if not limits.min_fps <= fps <= limits.max_fps:
+        raise FormatError(f"Frame Time {frame_time:g} s is {fps:g} frames per second, outside "
+                          f"{limits.min_fps:g}..{limits.max_fps:g} (kinema.limits.Limits.min_fps/max_fps)",
+                          path, tline)
     if frames == 0:
         raise FormatError("Frames: 0 (the file holds no motion)", path, fline)
     data_start = len(raw) if nl < 0 else nl + 1

@@ -41,12 +41,13 @@ from pathlib import Path, PureWindowsPath
 
 import numpy as np
 
-from kinema.errors import FormatError, KinemaError
+from kinema.errors import FormatError, KinemaError, MissingFileError
 from kinema.io import scene_graph as sg
 from kinema.io.character import Character, Mesh
 from kinema.io.external import read_inside
 from kinema.io.skinning import pack_influences, transform_normals, transform_points
-from kinema.limits import DEFAULT
+from kinema.io.validate import check_character, check_fps, check_motion
+from kinema.limits import DEFAULT, Limits
 from kinema.motion import Motion, Skeleton
 
 #: Longest animation accepted, in output frames.
@@ -63,8 +64,10 @@ class _Session:
         self.ufbx = ufbx
         self.path = path
         self.keep: list = []
+        if not path.exists():
+            raise MissingFileError("no such file", path)
         if not path.is_file():
-            raise FormatError("no such file", path)
+            raise FormatError("not a regular file", path)
         try:
             self.scene = ufbx.load_file(
                 str(path), target_axes=ufbx.axes_right_handed_y_up, target_unit_meters=1.0,
@@ -615,7 +618,7 @@ def _character(s: _Session, textures: bool) -> Character:
 
 # --------------------------------------------------------------------------- public API
 def load(path: str | Path, animation: str | int | None = None, fps: float | None = None,
-         **options) -> Motion:
+         limits: Limits = DEFAULT, **options) -> Motion:
     """Load one animation stack of an FBX file as a :class:`Motion` (metres, Y up).
 
     Args:
@@ -623,19 +626,25 @@ def load(path: str | Path, animation: str | int | None = None, fps: float | None
         animation: stack name or index (default: the first stack that animates anything,
             else the first; the rest pose as a 1-frame motion when the file has none).
         fps: sampling rate (default: the file's frame rate).
+        limits: frame-rate and size limits (:mod:`kinema.limits`).
     Raises:
         FormatError: unreadable file, no skeleton, unknown animation.
     """
     if options:
         raise TypeError(f"unknown options for FBX load: {sorted(options)}")
-    return _with_session(path, functools.partial(_load, animation=animation, fps=fps))
+    if fps is not None:
+        check_fps(fps, path, limits)
+    return check_motion(_with_session(path, functools.partial(_load, animation=animation, fps=fps)),
+                        path, limits)
 
 
-def load_character(path: str | Path, textures: bool = True, **options) -> Character:
+def load_character(path: str | Path, textures: bool = True, limits: Limits = DEFAULT,
+                   **options) -> Character:
     """Load the skinned character of an FBX file (triangulated meshes split by material)."""
     if options:
         raise TypeError(f"unknown options for FBX load_character: {sorted(options)}")
-    return _with_session(path, functools.partial(_character, textures=textures))
+    return check_character(_with_session(path, functools.partial(_character, textures=textures)),
+                           path, limits)
 
 
 def animation_names(path: str | Path) -> list[str]:

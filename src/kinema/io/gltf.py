@@ -23,11 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
-from kinema.errors import FormatError, KinemaError
+from kinema.errors import FormatError, KinemaError, LimitError
 from kinema.io import gltf_document as gd
 from kinema.io import scene_graph as sg
 from kinema.io.character import Character, Mesh
 from kinema.io.skinning import pack_influences, transform_normals, transform_points
+from kinema.io.validate import check_character, check_motion, check_motion_size
+from kinema.limits import DEFAULT, Limits
 from kinema.maths import quat
 from kinema.motion import Motion, Skeleton
 
@@ -274,6 +276,10 @@ def _evaluate(doc: gd.Document, graph: _Graph, index: int, fps: float | None):
         raise doc.error(f"animation {name!r} spans {end - start:g} s: {frames:.3g} frames at "
                         f"{fps:g} fps is more than {MAX_FRAMES}")
     n = int(np.floor(frames + 1e-6)) + 1
+    check_motion_size(n, len(graph.joint_nodes), doc.path, doc.limits)
+    if n * len(graph.parents) * 16 > doc.limits.max_motion_values:
+        raise LimitError(f"animation {name!r}: {n} frames x {len(graph.parents)} nodes x 16 matrix "
+                         f"values, over {doc.limits.max_motion_values}", doc.path, "max_motion_values")
     t = start + np.arange(n) / fps
     needed = set(graph.joint_nodes)
     for j in graph.joint_nodes:
@@ -501,7 +507,7 @@ def _character(doc: gd.Document, textures: bool = True) -> Character:
 
 # --------------------------------------------------------------------------- public API
 def load(path: str | Path, animation: str | int | None = None, fps: float | None = None,
-         **options) -> Motion:
+         limits: Limits = DEFAULT, **options) -> Motion:
     """Load one animation of a glTF/GLB file as a :class:`Motion`.
 
     Args:
@@ -509,30 +515,32 @@ def load(path: str | Path, animation: str | int | None = None, fps: float | None
         animation: name or index (default: the first animation; the rest pose as a
             1-frame motion when the file has none).
         fps: output frame rate (default: the apparent source rate, e.g. 30 or 60).
+        limits: size limits (:mod:`kinema.limits`), checked before allocating.
     Raises:
         FormatError: malformed file, unknown animation, morph-only animation.
     """
     if options:
         raise TypeError(f"unknown options for glTF load: {sorted(options)}")
-    doc = _guard(path, gd.open_document, path)
-    return _guard(path, _motion, doc, animation, fps)
+    doc = _guard(path, gd.open_document, path, limits)
+    return check_motion(_guard(path, _motion, doc, animation, fps), path, limits)
 
 
-def load_all(path: str | Path, fps: float | None = None) -> list[Motion]:
+def load_all(path: str | Path, fps: float | None = None, limits: Limits = DEFAULT) -> list[Motion]:
     """Every animation of the file as a list of motions (the rest pose when it has none)."""
-    doc = _guard(path, gd.open_document, path)
+    doc = _guard(path, gd.open_document, path, limits)
     names = _animation_list(doc)
     if not names:
-        return [_guard(path, _motion, doc, None, fps)]
-    return [_guard(path, _motion, doc, i, fps) for i in range(len(names))]
+        return [check_motion(_guard(path, _motion, doc, None, fps), path, limits)]
+    return [check_motion(_guard(path, _motion, doc, i, fps), path, limits) for i in range(len(names))]
 
 
-def load_character(path: str | Path, textures: bool = True, **options) -> Character:
+def load_character(path: str | Path, textures: bool = True, limits: Limits = DEFAULT,
+                   **options) -> Character:
     """Load the skinned character of a glTF/GLB file (``textures=False`` skips image decoding)."""
     if options:
         raise TypeError(f"unknown options for glTF load_character: {sorted(options)}")
-    doc = _guard(path, gd.open_document, path)
-    return _guard(path, _character, doc, textures)
+    doc = _guard(path, gd.open_document, path, limits)
+    return check_character(_guard(path, _character, doc, textures), path, limits)
 
 
 def animation_names(path: str | Path) -> list[str]:

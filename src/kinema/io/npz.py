@@ -35,8 +35,10 @@ from pathlib import Path
 
 import numpy as np
 
-from kinema.errors import FormatError
+from kinema.errors import FormatError, KinemaError, MissingFileError
 from kinema.io import atomic
+from kinema.io.validate import check_fps, check_motion, check_npz_members, finite_float32, parse_json
+from kinema.limits import DEFAULT, Limits
 from kinema.motion import Motion, Skeleton
 
 FORMAT = "kinema.motion"
@@ -90,9 +92,9 @@ def _json_default(o):
     raise TypeError(f"{type(o).__name__} is not JSON-serialisable")
 
 
-def kind(path: str | Path) -> str:
+def kind(path: str | Path, limits: Limits = DEFAULT) -> str:
     """"kinema" or "ai4animation": which npz this is, by its keys; FormatError otherwise."""
-    with _open(path) as z:
+    with _open(path, limits) as z:
         return _kind(set(z.files), path)
 
 
@@ -108,11 +110,20 @@ def _kind(keys: set[str], path) -> str:
 _READ_ERRORS = (ValueError, OSError, KeyError, zipfile.BadZipFile, zlib.error, EOFError)
 
 
-def _open(path: str | Path):
+def _open(path: str | Path, limits: Limits = DEFAULT):
+    """The NpzFile of ``path`` after its zip directory and array headers passed the limits."""
+    path = Path(path)
+    if not path.exists():
+        raise MissingFileError("no such file", path)
+    if path.is_file():
+        with path.open("rb") as f:
+            zipped = f.read(4).startswith(b"PK")
+        if zipped:
+            check_npz_members(path, limits)
     try:
-        z = np.load(Path(path), allow_pickle=False)
+        z = np.load(path, allow_pickle=False)
     except FileNotFoundError:
-        raise
+        raise MissingFileError("no such file", path) from None
     except _READ_ERRORS as exc:
         raise FormatError(f"not a readable npz file: {exc}", path) from exc
     if not isinstance(z, np.lib.npyio.NpzFile):
@@ -120,23 +131,38 @@ def _open(path: str | Path):
     return z
 
 
-def load(path: str | Path, *, name: str | None = None) -> Motion:
+def load(path: str | Path, *, name: str | None = None, limits: Limits = DEFAULT) -> Motion:
     """Read a kinema motion npz or an AI4AnimationPy npz (detected by keys).
 
     Never unpickles: object arrays are refused (and AI4AnimationPy's ``parent_names``,
-    the only one it writes, is not read).
+    the only one it writes, is not read). Member sizes are checked against ``limits``
+    from the zip directory before any array is inflated.
     """
     path = Path(path)
-    with _open(path) as z:
+    with _open(path, limits) as z:
         which = _kind(set(z.files), path)
-        try:
+        with _read_errors(path):
             if which == "kinema":
-                return _load_kinema(z, path, name)
-            return _load_ai4animation(z, path, name)
-        except _READ_ERRORS as exc:
-            if isinstance(exc, FormatError):
-                raise
-            raise FormatError(f"corrupted or unreadable motion npz: {exc}", path) from exc
+                motion = _load_kinema(z, path, name, limits)
+            else:
+                motion = _load_ai4animation(z, path, name, limits)
+    return check_motion(motion, path, limits)
+
+
+class _read_errors:
+    """Context manager: reading errors of a damaged archive become FormatError."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        if exc is None or isinstance(exc, KinemaError) or not isinstance(exc, _READ_ERRORS):
+            return False
+        raise FormatError(f"corrupted or unreadable motion npz: {type(exc).__name__}: {exc}",
+                          self.path) from exc
 
 
 def _array(z, key: str, path, dtype=None, shape: tuple | None = None) -> np.ndarray:
@@ -189,7 +215,7 @@ def _check_finite(path, **arrays) -> None:
             raise FormatError(f"key {k!r} holds NaN or infinite values", path)
 
 
-def _load_kinema(z, path: Path, name: str | None) -> Motion:
+def _load_kinema(z, path: Path, name: str | None, limits: Limits = DEFAULT) -> Motion:
     version = int(_array(z, "format_version", path, np.int64, ()))
     if version > FORMAT_VERSION:
         raise FormatError(f"motion npz format_version {version} is newer than this kinema "
@@ -202,14 +228,9 @@ def _load_kinema(z, path: Path, name: str | None) -> Motion:
     offsets = _array(z, "offsets", path, np.float32, (j, 3))
     rot = _array(z, "rotations", path, np.float32, (None, j, 4))
     pos = _array(z, "positions", path, np.float32, (rot.shape[0], j, 3))
-    fps = float(_array(z, "fps", path, np.float64, ()))
-    _check_finite(path, offsets=offsets, rotations=rot, positions=pos, fps=np.asarray(fps))
-    if not fps > 0:
-        raise FormatError(f"fps must be positive, found {fps}", path)
-    try:
-        meta = json.loads(_scalar_str(z, "metadata", "{}") or "{}")
-    except json.JSONDecodeError as exc:
-        raise FormatError(f"metadata is not valid JSON: {exc}", path) from exc
+    fps = check_fps(_array(z, "fps", path, np.float64, ()), path, limits)
+    _check_finite(path, offsets=offsets, rotations=rot, positions=pos)
+    meta = parse_json(_scalar_str(z, "metadata", "{}") or "{}", path, "metadata", limits)
     if not isinstance(meta, dict):
         raise FormatError("metadata must be a JSON object", path)
     skeleton = _skeleton(names, parents, offsets, path)
@@ -217,7 +238,7 @@ def _load_kinema(z, path: Path, name: str | None) -> Motion:
                   metadata=meta)
 
 
-def _load_ai4animation(z, path: Path, name: str | None) -> Motion:
+def _load_ai4animation(z, path: Path, name: str | None, limits: Limits = DEFAULT) -> Motion:
     from kinema.motion import kinematics
     names = _array(z, "bone_names", path, None, (None,))
     if names.dtype.kind not in "US":
@@ -226,10 +247,9 @@ def _load_ai4animation(z, path: Path, name: str | None) -> Motion:
     parents = _array(z, "parent_indices", path, np.int64, (j,))
     gpos = _array(z, "positions", path, np.float64, (None, j, 3))
     gq = _array(z, "quaternions", path, np.float64, (gpos.shape[0], j, 4))
-    fps = float(_array(z, "framerate", path, np.float64, ()))
-    _check_finite(path, positions=gpos, quaternions=gq, framerate=np.asarray(fps))
-    if not fps > 0:
-        raise FormatError(f"framerate must be positive, found {fps}", path)
+    fps = check_fps(_array(z, "framerate", path, np.float64, ()), path, limits, "framerate")
+    _check_finite(path, positions=gpos, quaternions=gq)
+    finite_float32(gpos, path, "positions")
     if gpos.shape[0] == 0:
         raise FormatError("the file holds no frames", path)
     norms = np.linalg.norm(gq, axis=-1)
@@ -249,7 +269,7 @@ def _load_ai4animation(z, path: Path, name: str | None) -> Motion:
 
 def info(path: str | Path) -> dict:
     """Extra facts for ``kinema info``: which npz kind and its version."""
-    with _open(path) as z:
+    with _open(path) as z, _read_errors(Path(path)):
         which = _kind(set(z.files), path)
         if which == "kinema":
             return {"format": "kinema-npz",

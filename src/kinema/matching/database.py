@@ -23,7 +23,9 @@ The database is saved as an uncompressed ``.npz`` whose ``metadata`` entry is UT
 builder version, the config, the mirror flag and the source data (file bytes for loaded
 files, arrays for in-memory motions, with clip names and order): identical inputs give the
 identical fingerprint on any machine, any change of data or config changes it. A SHA-256
-of the stored arrays is checked on load to catch corruption.
+of the stored arrays is checked on load to catch corruption, and an integrity SHA-256 over
+the whole metadata (fingerprint, config, clip and joint names, the arrays' checksum) so a
+database relabelled with another fingerprint or config is refused.
 """
 from __future__ import annotations
 
@@ -31,17 +33,20 @@ import hashlib
 import io
 import json
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
 
-from kinema.errors import CheckpointError, KinemaError, SkeletonError
+from kinema.errors import CheckpointError, KinemaError, MissingFileError, SkeletonError
 from kinema.features.contacts import contacts as contact_labels
 from kinema.features.root import (compute_root, finite_difference, rotations_to_root_space, to_root_space,
                                   vectors_to_root_space)
 from kinema.features.trajectory import quat_to_sixd, root_trajectory
+from kinema.io.validate import check_fps, check_npz_members, parse_json
+from kinema.limits import DEFAULT, Limits
 from kinema.matching.config import DatabaseConfig
 from kinema.matching.search import Exclusion, SearchIndex
 
@@ -357,6 +362,7 @@ class Database:
             "feature_layout": [list(g) for g in self.feature_layout],
             "pose_layout": [list(g) for g in self.pose_layout],
         }
+        meta["integrity_sha256"] = _integrity_hash(meta)
         arrays["metadata"] = np.frombuffer(json.dumps(meta).encode("utf-8"), np.uint8)
         buf = io.BytesIO()
         np.savez(buf, **arrays)
@@ -365,33 +371,41 @@ class Database:
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> "Database":
+    def load(cls, path: str | Path, limits: Limits = DEFAULT) -> "Database":
         """Read a database written by :meth:`save`; raises :class:`CheckpointError` on a
-        damaged, foreign or pickled file."""
+        damaged, foreign, pickled, relabelled or inconsistent file.
+
+        Checked before use: member sizes against ``limits`` (from the zip directory,
+        before reading), the metadata JSON (size, depth, required keys and types), the
+        arrays' checksum, the integrity hash over metadata, config, fingerprint and that
+        checksum (an edited label is refused), array shapes against the config and the
+        skeleton, clip ranges, and finite values.
+        """
         path = Path(path)
         if not path.exists():
-            raise FileNotFoundError(f"database file not found: {path}")
+            raise MissingFileError("database file not found", path)
+        check_npz_members(path, limits)
         try:
             with np.load(path, allow_pickle=False) as z:
                 data = {k: z[k] for k in z.files}
         except ValueError as e:
             raise CheckpointError(f"{path}: not a kinema database (or contains pickled objects): {e}") from None
-        except (OSError, EOFError, zipfile.BadZipFile) as e:
+        except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as e:
             raise CheckpointError(f"{path}: cannot read database: {e}") from None
         missing = [k for k in (*_ARRAYS, "metadata") if k not in data]
         if missing:
             raise CheckpointError(f"{path}: not a kinema database (missing {missing})")
-        try:
-            meta = json.loads(data.pop("metadata").tobytes().decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise CheckpointError(f"{path}: damaged database metadata: {e}") from None
-        if meta.get("format") != "kinema.matching.database":
-            raise CheckpointError(f"{path}: not a kinema database")
-        if meta.get("format_version", 0) > FORMAT_VERSION:
-            raise CheckpointError(f"{path}: database format {meta['format_version']} is newer than this kinema "
-                                  f"({FORMAT_VERSION})")
-        if _content_hash(data) != meta.get("content_sha256"):
+        meta = _metadata(data.pop("metadata"), path, limits)
+        if _content_hash(data) != meta["content_sha256"]:
             raise CheckpointError(f"{path}: database contents do not match their checksum (damaged file)")
+        if _integrity_hash(meta) != meta["integrity_sha256"]:
+            raise CheckpointError(f"{path}: database metadata (fingerprint, config, clips) does not match its "
+                                  "integrity hash: the file was edited or relabelled after it was built")
+        try:
+            config = DatabaseConfig.from_dict(meta["config"], str(path))
+        except (TypeError, ValueError) as e:
+            raise CheckpointError(f"{path}: invalid database config ({e})") from None
+        _check_arrays(data, meta, config, path, limits)
         return cls(
             features=data["features"], feature_mean=data["feature_mean"], feature_scale=data["feature_scale"],
             raw_features=data["raw_features"], pose=data["pose"], contacts=data["contacts"].astype(bool),
@@ -399,8 +413,74 @@ class Database:
             ranges=data["ranges"], clip_names=list(meta["clip_names"]),
             clip_mirrored=data["clip_mirrored"].astype(bool), joint_names=list(meta["joint_names"]),
             parents=data["parents"], offsets=data["offsets"], fps=float(meta["fps"]),
-            config=DatabaseConfig.from_dict(meta["config"], str(path)), mirror=bool(meta["mirror"]),
+            config=config, mirror=bool(meta["mirror"]),
             fingerprint=str(meta["fingerprint"]), sources=list(meta.get("sources", [])))
+
+
+# metadata key -> required JSON type(s)
+_META_TYPES = {"format": str, "format_version": int, "fingerprint": str, "content_sha256": str,
+               "integrity_sha256": str, "fps": (int, float), "mirror": bool, "config": dict,
+               "clip_names": list, "joint_names": list}
+
+
+def _metadata(raw: np.ndarray, path: Path, limits: Limits) -> dict:
+    """The database's metadata JSON, with its required keys and their types checked."""
+    meta = parse_json(raw.tobytes(), path, "database metadata", limits, CheckpointError)
+    if not isinstance(meta, dict) or meta.get("format") != "kinema.matching.database":
+        raise CheckpointError(f"{path}: not a kinema database")
+    if isinstance(meta.get("format_version"), int) and meta["format_version"] > FORMAT_VERSION:
+        raise CheckpointError(f"{path}: database format {meta['format_version']} is newer than this kinema "
+                              f"({FORMAT_VERSION})")
+    if "integrity_sha256" not in meta and "content_sha256" in meta:
+        raise CheckpointError(f"{path}: database written by an older kinema without an integrity hash: "
+                              "rebuild it (kinema db build)")
+    for key, kind in _META_TYPES.items():
+        if key not in meta:
+            raise CheckpointError(f"{path}: database metadata lacks {key!r}")
+        if not isinstance(meta[key], kind) or (kind is int and isinstance(meta[key], bool)):
+            raise CheckpointError(f"{path}: database metadata {key!r} has the wrong type "
+                                  f"({type(meta[key]).__name__})")
+    for key in ("clip_names", "joint_names"):
+        if not all(isinstance(n, str) for n in meta[key]):
+            raise CheckpointError(f"{path}: database metadata {key!r} must be a list of strings")
+    check_fps(meta["fps"], path, limits)
+    return meta
+
+
+def _check_arrays(data: dict[str, np.ndarray], meta: dict, config: DatabaseConfig, path: Path,
+                  limits: Limits) -> None:
+    """Shapes consistent with the config, skeleton and clips; ranges in order; values finite."""
+    j, c = len(meta["joint_names"]), len(meta["clip_names"])
+    n = data["features"].shape[0] if data["features"].ndim == 2 else -1
+    d = feature_layout(config)[-1][2]
+    want = {"features": (n, d), "raw_features": (n, d), "feature_mean": (d,), "feature_scale": (d,),
+            "pose": (n, 12 * j + 6), "contacts": (n, 2), "root_positions": (n, 3), "root_directions": (n, 3),
+            "ranges": (c, 2), "parents": (j,), "offsets": (j, 3), "clip_mirrored": (c,)}
+    for key, shape in want.items():
+        if data[key].shape != shape:
+            raise CheckpointError(f"{path}: database array {key!r} has shape {data[key].shape}, expected {shape} "
+                                  f"(from {j} joints, {c} clips and the config's {d} features)")
+    for key in ("features", "raw_features", "feature_mean", "feature_scale", "pose", "root_positions",
+                "root_directions", "offsets"):
+        if data[key].dtype.kind != "f" or not np.isfinite(data[key]).all():
+            raise CheckpointError(f"{path}: database array {key!r} is not finite floating point")
+    ranges = data["ranges"]
+    if ranges.dtype.kind not in "iu" or data["parents"].dtype.kind not in "iu":
+        raise CheckpointError(f"{path}: database ranges and parents must be integers")
+    flat = ranges.reshape(-1).astype(np.int64)
+    if c and (flat[0] != 0 or flat[-1] != n or np.any(np.diff(flat) < 0) or np.any(ranges[:, 1] <= ranges[:, 0])):
+        raise CheckpointError(f"{path}: database clip ranges are not consecutive non-empty row spans of 0..{n}")
+    if not np.all((data["parents"] >= -1) & (data["parents"] < np.arange(j))):
+        raise CheckpointError(f"{path}: database parents must precede their children")
+    if not np.all(data["feature_scale"] > 0):
+        raise CheckpointError(f"{path}: database feature_scale must be positive")
+
+
+def _integrity_hash(meta: dict) -> str:
+    """SHA-256 of the metadata (config, fingerprint, clips, the arrays' checksum...) without
+    its own ``integrity_sha256`` entry, as canonical JSON."""
+    body = {k: v for k, v in meta.items() if k != "integrity_sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def _content_hash(arrays: dict[str, np.ndarray]) -> str:

@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from kinema.errors import KinemaError
+from kinema.errors import EulerOrderError, KinemaError  # noqa: F401 - EulerOrderError re-exported
 from kinema.maths import sixd
 from kinema.maths.backend import (
     Array, asarray, cat, cross, dot, eps, is_torch, moveaxis, norm, promote, stack,
@@ -38,10 +38,6 @@ __all__ = [
 _AXES = {"x": 0, "y": 1, "z": 2}
 EULER_ORDERS = ("xyz", "xzy", "yxz", "yzx", "zxy", "zyx")
 _EVEN_ORDERS = ("xyz", "yzx", "zxy")  # cyclic permutations: right-handed relabelling
-
-
-class EulerOrderError(KinemaError, ValueError):
-    """An Euler order that is not one of :data:`EULER_ORDERS`."""
 
 
 def _order(order: str) -> str:

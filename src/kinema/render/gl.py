@@ -14,7 +14,7 @@ from importlib import resources
 import numpy as np
 import pyray as rl
 
-from kinema.errors import KinemaError
+from kinema.errors import RenderError  # noqa: F401 - re-exported: kinema.render.gl.RenderError
 
 
 GL_NO_ERROR = 0
@@ -42,10 +42,6 @@ ATTR_COLOR = 3
 ATTR_OTHER = 4       # line shader: the segment end point
 ATTR_BONE_INDICES = 7
 ATTR_BONE_WEIGHTS = 8
-
-
-class RenderError(KinemaError, RuntimeError):
-    """The GPU pipeline could not be set up (shader compile, framebuffer, no context)."""
 
 
 class _GL:
