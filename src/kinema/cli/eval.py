@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     from kinema.control.retrieval.evaluate import evaluate
     from kinema.nn.checkpoint import read_metadata
 
-    meta = read_metadata(args.checkpoint)     # CheckpointError if it has none
+    meta = read_metadata(args.checkpoint, require=("config",))     # CheckpointError if it has none
     clips = args.clips or validation_clips(meta)
     result = evaluate(args.checkpoint, args.db, clips, frames=args.frames, context=args.context, stride=args.stride,
                       baseline=args.baseline, max_windows=args.max_windows,
