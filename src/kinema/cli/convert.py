@@ -19,6 +19,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "whose loader has no scale option, lengths are multiplied by S")
     parser.add_argument("--no-compress", action="store_true", help="store arrays uncompressed (faster, larger)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--force", action="store_true",
+                        help="convert every file, also those whose outputs are newer than the input "
+                             "(default: skip them, so a re-run resumes)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,10 +39,11 @@ def run(args: argparse.Namespace) -> int:
         print("kinema convert: no supported files found", file=sys.stderr)
         return 1
     summary = convert_all(jobs, jobs_n=args.jobs, fps=args.fps, scale=args.scale,
-                          compress=not args.no_compress, progress=not args.quiet)
+                          compress=not args.no_compress, progress=not args.quiet, force=args.force)
     ok = len(jobs) - len(summary.failed)
     print(f"converted {ok} of {len(jobs)} files ({len(summary.outputs)} motions, {summary.frames} frames) "
-          f"into {args.out} in {summary.seconds:.1f} s")
+          f"into {args.out} in {summary.seconds:.1f} s"
+          + (f"; {len(summary.skipped)} up to date, skipped (--force converts them)" if summary.skipped else ""))
     if summary.failed:
         print(f"{len(summary.failed)} failed:", file=sys.stderr)
         for r in summary.failed:

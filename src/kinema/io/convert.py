@@ -39,6 +39,7 @@ class Result:
     frames: int = 0
     error: str | None = None
     seconds: float = 0.0
+    skipped: bool = False          # every output was newer than the input: nothing written
 
 
 @dataclass
@@ -51,6 +52,10 @@ class Summary:
     @property
     def failed(self) -> list[Result]:
         return [r for r in self.results if r.error is not None]
+
+    @property
+    def skipped(self) -> list[Result]:
+        return [r for r in self.results if r.skipped]
 
     @property
     def outputs(self) -> list[str]:
@@ -162,9 +167,22 @@ def scaled(motion, factor: float):
                   motion.positions * factor, motion.name, meta)
 
 
+def up_to_date(source: Path, outputs: Sequence[Path]) -> bool:
+    """True when every output exists and was modified after ``source``."""
+    try:
+        t = source.stat().st_mtime_ns
+        return bool(outputs) and all(o.stat().st_mtime_ns > t for o in outputs)
+    except OSError:
+        return False
+
+
 def convert_file(job: Job, fps: float | None = None, scale: float | None = None,
-                 compress: bool = True) -> Result:
-    """Convert one file; never raises (the error text goes into the Result)."""
+                 compress: bool = True, force: bool = True) -> Result:
+    """Convert one file; never raises (the error text goes into the Result).
+
+    With ``force=False`` a file whose outputs are all newer than it is skipped
+    (``Result.skipped``), so a re-run of an interrupted batch resumes.
+    """
     from kinema.io import format_module, npz
     t0 = time.perf_counter()
     result = Result(str(job.source))
@@ -182,6 +200,10 @@ def convert_file(job: Job, fps: float | None = None, scale: float | None = None,
                 used[s] += 1
                 s = s if used[s] == 1 else f"{s}_{used[s]}"
                 targets.append((n, job.dest_base.with_name(f"{job.dest_base.name}__{s}.npz")))
+        if not force and up_to_date(job.source, [out for _, out in targets]):
+            result.skipped = True
+            result.outputs = [str(out) for _, out in targets]
+            targets = []
         for anim, out in targets:
             motion = load_for_convert(module, job.source, anim, fps, scale)
             motion.metadata.setdefault("source", str(job.source))
@@ -201,11 +223,29 @@ def convert_file(job: Job, fps: float | None = None, scale: float | None = None,
     return result
 
 
+def _exit_with_parent() -> None:
+    """Pool initializer: on Linux, the worker gets SIGTERM when its parent dies, so a
+    killed ``kinema convert`` leaves no worker writing (or sleeping) behind."""
+    import ctypes
+    import signal
+    import sys
+
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))   # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() == 1:          # the parent died before prctl took effect
+        os._exit(1)
+
+
 def convert_all(jobs: Sequence[Job], *, jobs_n: int | None = None, fps: float | None = None,
-                scale: float | None = None, compress: bool = True, progress: bool = True) -> Summary:
+                scale: float | None = None, compress: bool = True, progress: bool = True,
+                force: bool = True) -> Summary:
     """Convert every job, in ``jobs_n`` worker processes (default: CPU count; 1 runs here).
 
     Returns a Summary; failed files carry their error and the others are still written.
+    ``force=False`` skips inputs whose outputs are newer (see :func:`convert_file`).
     """
     from tqdm import tqdm
     t0 = time.perf_counter()
@@ -219,12 +259,12 @@ def convert_all(jobs: Sequence[Job], *, jobs_n: int | None = None, fps: float | 
     if n == 1:
         with progress_bar() as bar:
             for job in jobs:
-                results.append(convert_file(job, fps, scale, compress))
+                results.append(convert_file(job, fps, scale, compress, force))
                 bar.update(1)
     else:
-        with ProcessPoolExecutor(max_workers=n) as pool:
+        with ProcessPoolExecutor(max_workers=n, initializer=_exit_with_parent) as pool:
             # submit (and so fork the workers) before tqdm starts its monitor thread
-            futures = {pool.submit(convert_file, job, fps, scale, compress): job for job in jobs}
+            futures = {pool.submit(convert_file, job, fps, scale, compress, force): job for job in jobs}
             try:
                 with progress_bar() as bar:
                     for fut in as_completed(futures):

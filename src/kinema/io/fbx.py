@@ -489,6 +489,8 @@ def _with_session(path, fn):
 
 
 READ_ATTEMPTS = 3
+#: Seconds a child reader may take to answer (the largest shared FBX reads in about 2 s).
+READ_TIMEOUT_S = 120.0
 
 
 def _read_in_child(path, fn, method: str = "fork") -> tuple[str, object, int | None]:
@@ -500,12 +502,19 @@ def _read_in_child(path, fn, method: str = "fork") -> tuple[str, object, int | N
     proc.start()
     send.close()
     try:
-        kind, payload = receive.recv()
+        if receive.poll(READ_TIMEOUT_S):
+            kind, payload = receive.recv()
+        else:
+            kind, payload = "error", f"the reader did not answer within {READ_TIMEOUT_S:g} s (hung?)"
+            proc.kill()
     except EOFError:
         kind, payload = "crash", None
     finally:
         receive.close()
-        proc.join()
+        proc.join(READ_TIMEOUT_S)
+        if proc.exitcode is None:       # still running after its answer: never wait forever
+            proc.kill()
+            proc.join(5.0)
     return kind, payload, proc.exitcode
 
 

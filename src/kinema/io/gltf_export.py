@@ -165,8 +165,13 @@ def build_glb(skeleton: Skeleton, motions: list[Motion] = (), character: Charact
 def save_glb(path: str | Path, skeleton: Skeleton, motions: list[Motion] = (),
              character: Character | None = None) -> Path:
     """Write a GLB with ``skeleton``, the ``motions`` (one animation each) and optionally
-    ``character``'s skinned meshes. Returns the path."""
+    ``character``'s skinned meshes. Returns the path.
+
+    The write is atomic (:mod:`kinema.io.atomic`): a killed process leaves the previous
+    file or none, never a truncated GLB under ``path``."""
+    from kinema.io import atomic
+
     path = Path(path)
     gltf = build_glb(skeleton, motions, character)
-    gltf.save_binary(str(path))
+    atomic.write_bytes(path, b"".join(gltf.save_to_bytes()))
     return path
