@@ -370,6 +370,7 @@ class SearchIndex:
         self.boxes = np.concatenate(parts)
         self.level_off = np.concatenate([[0], np.cumsum([len(p) for p in parts])[:-1]]).astype(np.int64)
         self.level_lanes = np.asarray(lane_list, np.int64)
+        self._one_shape = (dims,)
         # the kernel's index arguments, in its order (passed with one unpacking per call)
         self._tree = (self.mean, self.basis, self.boxes, self.level_off, self.level_lanes, self.fanouts,
                       self.leaf_rows, self.row_index, int(self.leaf_lanes), float(self.rel), float(self.row_err),
@@ -439,6 +440,21 @@ class SearchIndex:
         # Kept short on purpose: a controller calls this once per character and frame, so
         # everything per database is prepared in __init__ and one query costs a few checks
         # and one compiled call (finiteness is checked inside it).
+        if type(queries) is np.ndarray and queries.shape == self._one_shape and type(k) is int and k >= 1:
+            # one query (the controller's case), kept to the minimum: the compiled kernel
+            # itself rejects (TypeError) an array that is not float32, C-ordered and
+            # writable, which then takes the general path below and is converted
+            idx = np.empty((1, k), np.int64)
+            cost = np.empty((1, k), np.float32)
+            try:
+                status = kern.knn(queries.reshape(1, self.dims), _ONE, 0, 1, k, *self._rules(exclude, 1), idx, cost,
+                                  *self._tree)
+            except TypeError:
+                status = 1
+            if status == 0:
+                return idx[0], cost[0]
+            if status < 0:
+                raise KinemaError("queries contain NaN or infinity")
         q = queries
         if type(q) is not np.ndarray or q.dtype != _F32:
             q = np.asarray(q, np.float32)
@@ -448,7 +464,7 @@ class SearchIndex:
         if k < 1:
             raise KinemaError(f"k must be >= 1, got {k}")
         k = int(k)
-        if q.ndim == 1:  # one query: the controller's case, kept to the minimum
+        if q.ndim == 1:
             if q.shape[0] != self.dims:
                 raise KinemaError(f"queries must be (Q, {self.dims}) or ({self.dims},), got {q.shape}")
             idx = np.empty((1, k), np.int64)
