@@ -22,10 +22,11 @@ def describe(path: str | Path, animation: str | None = None) -> dict:
     """Facts about a motion file: ``format``, ``joints`` (names), ``parents``, ``frames``,
     ``fps``, ``duration`` (seconds), ``name``, plus what the format module's optional
     ``info(path)`` adds (e.g. ``animations``, ``has_mesh``)."""
+    from kinema.errors import MissingFileError
     from kinema.io import format_module
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"no such file: {path}")
+        raise MissingFileError("no such file", path)
     module = format_module(path)
     out: dict = {"file": str(path), "format": path.suffix.lower().lstrip(".")}
     if hasattr(module, "info"):

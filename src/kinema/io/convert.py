@@ -19,7 +19,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kinema.errors import KinemaError, UnsupportedFormatError
+from kinema.errors import KinemaError, MissingFileError, UnsupportedFormatError
 
 
 @dataclass
@@ -99,7 +99,7 @@ def find_inputs(paths: Iterable[str | Path], exclude: Path | None = None) -> lis
                                              f"(supported: {', '.join(sorted(suffixes))})")
             add(p, p.parent)
         else:
-            raise FileNotFoundError(f"no such file or folder: {p}")
+            raise MissingFileError("no such file or folder", p)
     return found
 
 

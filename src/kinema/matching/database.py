@@ -572,7 +572,7 @@ def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
         elif p.exists():
             out.append(p)
         else:
-            raise FileNotFoundError(f"no such file or folder: {p}")
+            raise MissingFileError("no such file or folder", p)
     return sorted(set(out))
 
 
