@@ -41,7 +41,7 @@ from pathlib import Path, PureWindowsPath
 
 import numpy as np
 
-from kinema.errors import FormatError, KinemaError, MissingFileError
+from kinema.errors import FormatError, KinemaError, LimitError, MissingFileError
 from kinema.io import scene_graph as sg
 from kinema.io.character import Character, Mesh
 from kinema.io.external import read_inside
@@ -216,6 +216,9 @@ def _sample_stack(s: _Session, wrappers, stack, fps: float, time_range, parents,
         raise FormatError(f"animation stack {stack.name!r} spans {end - begin:g} s: {frames:.3g} "
                           f"frames at {fps:g} fps is more than {MAX_FRAMES}", s.path)
     n = int(np.floor(frames + 1e-6)) + 1
+    if n * len(wrappers) * 16 > DEFAULT.max_motion_values:
+        raise LimitError(f"animation stack {stack.name!r}: {n} frames x {len(wrappers)} nodes x 16 matrix "
+                         f"values, over {DEFAULT.max_motion_values}", s.path, "max_motion_values")
     times = begin + np.arange(n) / fps
     needed = set(joint_nodes)
     for j in joint_nodes:
