@@ -196,7 +196,8 @@ def build_tree(a: np.ndarray, b: np.ndarray, pa: np.ndarray, pb: np.ndarray, dep
     (a stable three-way partition per node around its median), so no sort and no gather is
     needed. Levels whose nodes are large stream over all rows; once nodes fit in a block of
     about :data:`_BLOCK_ROWS` rows, each block runs all its remaining levels while it is in
-    cache (the same levels for every block, so all end in the same buffer). Returns 0 when the final order is in ``a``/``pa``, 1 when in ``b``/``pb``.
+    cache (the same levels for every block, so all end in the same buffer). Returns 0 when
+    the final order is in ``a``/``pa``, 1 when in ``b``/``pb``.
 
     Node i at depth d covers leaves [i * 2^(depth-d), (i+1) * 2^(depth-d)) (clipped to the
     data), so leaf j is rows [j * leaf_size, (j+1) * leaf_size) of the order: a full node
