@@ -178,7 +178,8 @@ def _array(z, key: str, path, dtype=None, shape: tuple | None = None) -> np.ndar
         raise FormatError(f"key {key!r} is an object array (needs pickle; refused)", path)
     if dtype is not None:
         try:
-            a = a.astype(dtype, copy=False)
+            with np.errstate(over="ignore", invalid="ignore"):     # inf is refused by the finite checks
+                a = a.astype(dtype, copy=False)
         except (TypeError, ValueError) as exc:
             raise FormatError(f"key {key!r} has dtype {a.dtype}, expected {np.dtype(dtype)}", path) from exc
     if shape is not None:
