@@ -29,9 +29,10 @@ class Limits:
         max_array_bytes: decompressed bytes of one array in an npz, safetensors or
             database file.
         max_total_bytes: decompressed bytes of all arrays of one file together.
-        max_compression_ratio: decompressed / compressed size of one npz member; a real
-            motion compresses 2-10x, a zip bomb 1000x. Applied above ``ratio_free_bytes``.
-        ratio_free_bytes: members that inflate to at most this many bytes skip the
+        max_compression_ratio: decompressed size of all npz members / the file's size; a
+            real motion inflates 1-10x (joints that only rotate compress well), a zip bomb
+            1000x. Applied above ``ratio_free_bytes``; bounds a load's memory by the file.
+        ratio_free_bytes: archives that inflate to at most this many bytes skip the
             ratio check (a constant pose compresses very well and is harmless when small).
         max_external_bytes: one external file a glTF or FBX refers to (buffer, image).
         max_data_uri_bytes: decoded bytes of one ``data:`` URI.
@@ -49,7 +50,7 @@ class Limits:
     max_motion_values: int = 1 << 28
     max_array_bytes: int = 2 * GiB
     max_total_bytes: int = 4 * GiB
-    max_compression_ratio: float = 50.0
+    max_compression_ratio: float = 20.0
     ratio_free_bytes: int = 64 * MiB
     max_external_bytes: int = 1 * GiB
     max_data_uri_bytes: int = 256 * MiB

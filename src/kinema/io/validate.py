@@ -12,6 +12,7 @@ size and depth. All raise :class:`kinema.errors.FormatError` (or its subclass
 from __future__ import annotations
 
 import json
+import tokenize
 from pathlib import Path
 
 import numpy as np
@@ -193,6 +194,11 @@ def check_npz_members(path, limits: Limits = DEFAULT) -> dict[str, tuple[tuple[i
             if total > limits.max_total_bytes:
                 raise LimitError(f"npz members inflate to {total} bytes, over {limits.max_total_bytes}",
                                  path, "max_total_bytes")
+            size = max(1, Path(path).stat().st_size)
+            if total > max(limits.ratio_free_bytes, limits.max_compression_ratio * size):
+                raise LimitError(f"npz members inflate to {total} bytes, {total / size:.0f}x the {size}-byte "
+                                 f"file (a zip bomb?), over {limits.max_compression_ratio:g}x",
+                                 path, "max_compression_ratio")
             for info in infos:
                 _check_member_size(info, path, limits)
                 if info.filename.endswith(".npy"):
@@ -203,7 +209,8 @@ def check_npz_members(path, limits: Limits = DEFAULT) -> dict[str, tuple[tuple[i
     except KinemaError:
         raise
     except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError, NotImplementedError,
-            RuntimeError) as e:      # RuntimeError: encrypted member
+            RuntimeError, SyntaxError, tokenize.TokenError) as e:
+        # RuntimeError: encrypted member; SyntaxError, TokenError: a garbled .npy header dict
         raise FormatError(f"not a readable npz file ({type(e).__name__}: {e})", path) from None
     return out
 
@@ -213,10 +220,6 @@ def _check_member_size(info, path, limits: Limits) -> None:
     if size > limits.max_array_bytes:
         raise LimitError(f"npz member {info.filename!r} inflates to {size} bytes, over "
                          f"{limits.max_array_bytes}", path, "max_array_bytes")
-    if size > limits.ratio_free_bytes and size > limits.max_compression_ratio * max(info.compress_size, 1):
-        raise LimitError(f"npz member {info.filename!r} inflates {size / max(info.compress_size, 1):.0f}x "
-                         f"({info.compress_size} -> {size} bytes; a zip bomb?), over "
-                         f"{limits.max_compression_ratio:g}x", path, "max_compression_ratio")
 
 
 def _npy_header(member, info, path) -> tuple[tuple[int, ...], str]:
