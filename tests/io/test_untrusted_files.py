@@ -242,3 +242,15 @@ def test_every_custom_error_lives_in_errors_and_is_a_kinema_error():
     assert DEFAULT.min_fps == 1.0 and DEFAULT.max_fps == 10_000.0
     with pytest.raises(AttributeError):
         DEFAULT.max_frames = 1                        # frozen: no global mutable state
+
+
+def test_npz_garbled_array_header_dict(tmp_path):
+    """numpy's .npy header parser raises tokenize.TokenError on an unbalanced dict (found
+    by benchmarks/fuzz.py): a FormatError here."""
+    header = b"{'descr': '<f4', 'fortran_order': False, 'shape': (3, "
+    header += b" " * (-(len(header) + 11) % 64) + b"\n"
+    p = tmp_path / "garbled.npz"
+    with zipfile.ZipFile(p, "w") as z:
+        z.writestr("rotations.npy", b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header + b"\0" * 12)
+    with pytest.raises(FormatError, match=r"garbled\.npz: not a readable npz file \(TokenError"):
+        npz.load(p)
