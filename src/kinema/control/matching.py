@@ -206,23 +206,10 @@ class MotionMatchingController:
         rate = np.linalg.norm(desired - self._last_desired) / max(dt, 1e-9)
         self._last_desired = desired.copy()
 
-        next_row = self.frame + 1
-        at_end = next_row >= self._clip_stop
         self.frames_since_search += 1
-        searched = transitioned = False
-        if at_end or self.frames_since_search >= cfg.search_every or rate > cfg.force_search_rate:
-            searched = True
-            self.frames_since_search = 0
-            target, transitioned = self._search(min(next_row, self._clip_stop - 1))
-            if transitioned:
-                # as MM: switch at the current instant (the row shown now -> the match),
-                # then both advance one frame, so the offset decays over a real step
-                self.inertializer.transition(self._pose(self.frame), self._pose(target))
-                next_row = min(target + 1, int(self.db.ranges[self.db.clip_of(target), 1]) - 1)
-        if not transitioned and next_row >= self._clip_stop:  # nothing better: hold the last row
-            next_row = self._clip_stop - 1
-        self.frame = next_row
-        self._clip_stop = self.db.ranges[self.db.clip_of(self.frame), 1]
+        searched = (self.frame + 1 >= self._clip_stop or self.frames_since_search >= cfg.search_every
+                    or rate > cfg.force_search_rate)
+        transitioned = self._advance(searched)
         self._move_root(dt)
         out = self.inertializer.update(self._pose(self.frame), dt)
         yaw = _yaw_quat(self.root_direction)
@@ -262,33 +249,36 @@ class MotionMatchingController:
         moved by the playing row's own root motion (as the retrieval controller's root).
         ``clips``: database clips never to play (e.g. the evaluated clip's own). Returns the
         inertialized root-space pose; the root is ``root_position``/``root_direction``."""
-        next_row = self.frame + 1
         self.frames_since_search += 1
-        if next_row >= self._clip_stop or self.frames_since_search >= self.config.search_every:
+        self._advance(self.frame + 1 >= self._clip_stop or self.frames_since_search >= self.config.search_every,
+                      request, clips)
+        self._animate_root(dt)
+        return self.inertializer.update(self._pose(self.frame), dt)
+
+    def _advance(self, search: bool, request: np.ndarray | None = None, clips=None) -> bool:
+        """Move to the next row to play: with ``search``, the best match when it beats
+        continuing (inertialized, as MM: switch at the current instant, the row shown now ->
+        the match, then both advance one frame so the offset decays over a real step); at a
+        clip's end with nothing better, hold its last row. Returns whether it transitioned."""
+        next_row = self.frame + 1
+        transitioned = False
+        if search:
             self.frames_since_search = 0
             target, transitioned = self._search(min(next_row, self._clip_stop - 1), request, clips)
             if transitioned:
                 self.inertializer.transition(self._pose(self.frame), self._pose(target))
                 next_row = min(target + 1, int(self.db.ranges[self.db.clip_of(target), 1]) - 1)
-        else:
-            transitioned = False
-        if not transitioned and next_row >= self._clip_stop:   # nothing better: hold the last row
+        if not transitioned and next_row >= self._clip_stop:
             next_row = self._clip_stop - 1
         self.frame = next_row
         self._clip_stop = self.db.ranges[self.db.clip_of(self.frame), 1]
-        a, b = self.layout["root_velocity"]
-        v_rs = self.db.pose[self.frame, a:b].astype(np.float64)
-        a, _ = self.layout["root_angular_velocity"]
-        yaw_rate = float(self.db.pose[self.frame, a + 1])
-        self.root_position = self.root_position + yaw_rotate(self.root_direction, v_rs) * dt
-        self.root_position[1] = 0
-        ang = np.arctan2(self.root_direction[0], self.root_direction[2]) + yaw_rate * dt
-        self.root_direction = np.array([np.sin(ang), 0.0, np.cos(ang)])
-        return self.inertializer.update(self._pose(self.frame), dt)
+        return transitioned
 
-    def _move_root(self, dt: float) -> None:
-        """Root motion of the playing row, then pull toward the simulation and clamp."""
-        cfg = self.config
+    def _animate_root(self, dt: float) -> tuple[np.ndarray, float, np.ndarray, float]:
+        """Move and turn the root by the playing row's own root motion (position kept on the
+        floor, facing set); returns the row's root velocity (3,) in root space, its yaw rate
+        (rad/s), the animated position before it was put on the floor (3,), and the new
+        facing angle (radians)."""
         a, b = self.layout["root_velocity"]
         v_rs = self.db.pose[self.frame, a:b].astype(np.float64)
         a, b = self.layout["root_angular_velocity"]
@@ -297,6 +287,13 @@ class MotionMatchingController:
         animated = self.root_position.copy()
         self.root_position[1] = 0
         ang = np.arctan2(self.root_direction[0], self.root_direction[2]) + yaw_rate * dt
+        self.root_direction = np.array([np.sin(ang), 0.0, np.cos(ang)])
+        return v_rs, yaw_rate, animated, float(ang)
+
+    def _move_root(self, dt: float) -> None:
+        """Root motion of the playing row, then pull toward the simulation and clamp."""
+        cfg = self.config
+        v_rs, yaw_rate, animated, ang = self._animate_root(dt)
         sim = self.trajectory.sim
         sim_dir = sim.direction
         sim_ang = np.arctan2(sim_dir[0], sim_dir[2])

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from functools import lru_cache
+
 from kinema.maths import quat
 import torch
 
@@ -26,16 +28,23 @@ from kinema.motion.kinematics import positions_from_rotations
 from kinema.motion.skeleton import Skeleton
 
 
-def offset_sets(db: Database) -> list[np.ndarray]:
+def offset_sets(db: Database) -> tuple[np.ndarray, ...]:
     """Rest offsets (J, 3) of the database's skeleton, and of its mirror image (x-plane,
     left and right swapped) when it holds mirrored clips and that differs."""
-    sets = [np.asarray(db.offsets, np.float64)]
-    if db.mirror:
-        sk = Skeleton(list(db.joint_names), np.asarray(db.parents), np.asarray(db.offsets))
-        mirrored = sets[0][sk.mirror_map()] * np.array([-1.0, 1.0, 1.0])
-        if not np.allclose(mirrored, sets[0], atol=1e-6):
-            sets.append(mirrored)
-    return sets
+    return _offset_sets(tuple(db.joint_names), tuple(int(p) for p in db.parents),
+                        np.asarray(db.offsets, np.float64).tobytes(), bool(db.mirror))
+
+
+@lru_cache(maxsize=16)
+def _offset_sets(names: tuple[str, ...], parents: tuple[int, ...], offsets: bytes, mirror: bool
+                 ) -> tuple[np.ndarray, ...]:
+    # cached by skeleton: rigid_pose runs every runtime and rollout step, the name-based
+    # mirror map need not
+    base = np.frombuffer(offsets, np.float64).reshape(len(names), 3)
+    if not mirror:
+        return (base,)
+    mirrored = base[Skeleton(list(names), np.asarray(parents), base).mirror_map()] * np.array([-1.0, 1.0, 1.0])
+    return (base,) if np.allclose(mirrored, base, atol=1e-6) else (base, mirrored)
 
 
 def rigid_pose(db: Database, poses: Array) -> Array:
@@ -66,3 +75,10 @@ def rigid_pose(db: Database, poses: Array) -> Array:
     if not is_torch(poses):
         fk = fk.astype(poses.dtype)
     return cat([poses[..., :pa], fk.reshape(lead + (3 * j,)), poses[..., pb:]], axis=-1)
+
+
+def rigid_pose_normalised(db: Database, poses_n: torch.Tensor, mean: torch.Tensor, std: torch.Tensor
+                          ) -> torch.Tensor:
+    """:func:`rigid_pose` of normalised pose vectors (..., P) (``(raw - mean) / std``),
+    returned normalised: the model-space form training and rollouts use (differentiable)."""
+    return (rigid_pose(db, poses_n * std + mean) - mean) / std

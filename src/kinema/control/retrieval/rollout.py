@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from kinema.control.retrieval.pose import rigid_pose
+from kinema.control.retrieval.pose import rigid_pose_normalised
 from kinema.control.retrieval.sequences import Retriever
 from kinema.features.root import yaw_rotate
 from kinema.matching.database import Database
@@ -160,14 +160,10 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray, c
     ctx_mask = None if seq_keep.all() else t_(np.broadcast_to(seq_keep[:, None, None], ctx_rows.shape + (retriever.k,)).copy())
     out, state = model(t_(source.trajectory[ctx_rows]), t_(pose_n), None if cands is None else t_(cands),
                        None if cands is None else ctx_mask)
-    if rigid:
-        mean, std = t_(norm.mean), t_(norm.std)
+    mean, std = t_(norm.mean), t_(norm.std)
 
-        def project(x: torch.Tensor) -> torch.Tensor:
-            return (rigid_pose(source, x * std + mean) - mean) / std
-    else:
-        def project(x: torch.Tensor) -> torch.Tensor:
-            return x
+    def project(x: torch.Tensor) -> torch.Tensor:
+        return rigid_pose_normalised(source, x, mean, std) if rigid else x
     prev = project(out["pose"][:, -1])
     last = ctx_rows[:, -1]
     fps = source.fps

@@ -58,7 +58,7 @@ from kinema.errors import KinemaError
 from kinema.matching.config import DatabaseConfig
 from kinema.matching.database import Database, build_database, expand_paths, source_from_file
 from kinema.nn.checkpoint import save_checkpoint
-from kinema.control.retrieval.pose import rigid_pose
+from kinema.control.retrieval.pose import rigid_pose_normalised
 from kinema.nn.kinematic import KinematicPrior
 from kinema.nn.retrieval import RetrievalMamba
 from kinema.nn.retrieval_concat import ConcatRetrievalMamba
@@ -321,8 +321,7 @@ def teacher_forced_loss(model, sampler: WindowSampler, s: TrainSettings, rng: np
     pred = out["pose"]
     if s.rigid:   # score the pose the runtime draws: positions rebuilt from the rotations
         norm = sampler.r.norm
-        mean, std = t_(norm.mean), t_(norm.std)
-        pred = (rigid_pose(sampler.db, pred * std + mean) - mean) / std
+        pred = rigid_pose_normalised(sampler.db, pred, t_(norm.mean), t_(norm.std))
     return pose_loss(pred, t_(b.target), out["contact_logits"], t_(b.contacts),
                      s.contact_weight, pose_slice(sampler.db, "joint_positions"), s.position_weight)
 
