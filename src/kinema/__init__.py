@@ -5,6 +5,7 @@ Top-level API::
     motion = kinema.load("clip.bvh")          # any supported file -> Motion
     kinema.save(motion, "clip.npz")            # motion npz (or .bvh / .glb)
     character = kinema.load_character("geno.glb")
+    on_geno = kinema.retarget(motion, character)   # another skeleton's motion on the character
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from kinema.errors import FormatError, KinemaError, UnsupportedFormatError
 
 __version__ = "0.1.0"
 
-__all__ = ["load", "save", "load_character", "KinemaError", "FormatError",
+__all__ = ["load", "save", "load_character", "retarget", "KinemaError", "FormatError",
            "UnsupportedFormatError", "__version__"]
 
 
@@ -35,3 +36,10 @@ def load_character(path, **options):
     """Load a skinned character (skeleton, meshes, animations). See :func:`kinema.io.load_character`."""
     from kinema.io import load_character as _load_character
     return _load_character(path, **options)
+
+
+def retarget(motion, target, **options):
+    """``motion`` put on ``target`` (a Character, a Motion of the target skeleton, or a
+    Skeleton). See :func:`kinema.retargeting.retarget`."""
+    from kinema.retargeting import retarget as _retarget
+    return _retarget(motion, target, **options)

@@ -20,7 +20,7 @@ import traceback
 
 from kinema.errors import KinemaError
 
-COMMANDS = ["info", "convert", "view", "render", "demo", "db", "train", "eval", "card", "serve"]
+COMMANDS = ["info", "convert", "retarget", "view", "render", "demo", "db", "train", "eval", "card", "serve"]
 
 
 def _available() -> dict[str, object]:

@@ -34,6 +34,16 @@ DEFAULT_SCALE = 0.01
 # units is taken to be in metres already (no character is 3 cm long; a human in metres is
 # about 1 unit, in centimetres about 100).
 METRES_IF_CHAIN_BELOW = 3.0
+# Unit detection from the first pose's height (:func:`guess_scale`): a first pose shorter
+# than PLAUSIBLE[0] or taller than PLAUSIBLE[1] metres is no creature kinema animates, and
+# the file is read in the one of UNITS that makes it a person nearest the middle of
+# PERSON_HEIGHT (the height is the joints' vertical extent x HEAD_TOP, which adds the skull
+# above the head joint and the sole below the ankle; a crouched first pose comes out short).
+PLAUSIBLE = (0.3, 2.5)
+PERSON_HEIGHT = (1.4, 2.1)
+HEAD_TOP = 1.1
+# metres per unit: centimetres, metres, CMU ASF units (1/0.45 inch), inches, millimetres
+UNITS = (0.01, 1.0, 2.54 / 45.0, 0.0254, 0.001)
 DEFAULT_ROOT_CHANNELS = ["Xposition", "Yposition", "Zposition", "Zrotation", "Yrotation", "Xrotation"]
 DEFAULT_CHANNELS = ["Zrotation", "Yrotation", "Xrotation"]
 _AXIS = {"X": 0, "Y": 1, "Z": 2}
@@ -47,7 +57,9 @@ def load(path: str | Path, *, scale: float | str = "auto", end_sites: bool = Fal
         path: the .bvh file.
         scale: multiplies OFFSETs and position channels (file units -> metres); 0.01
             for centimetres, 1.0 for files already in metres; "auto" (the default) picks
-            0.01 unless the skeleton is clearly in metres (see :func:`guess_scale`).
+            0.01 unless the skeleton is clearly in metres, and another unit (CMU's
+            1/0.45 inch, inches, millimetres) when the first pose would not be a person
+            1.4-2.1 m tall (see :func:`guess_scale`).
         end_sites: keep End Sites as joints named ``<Parent>Site`` (default: drop them).
         name: motion name (default: the file stem).
         limits: size and frame-rate limits (:mod:`kinema.limits`).
@@ -92,24 +104,47 @@ def rotation_order(channels: list[str]) -> tuple[str, list[int]]:
     return "".join(axes), idx
 
 
-def guess_scale(data: BvhData) -> float:
-    """Metres per file unit: 1.0 when the longest root-to-leaf chain of OFFSETs is shorter
-    than ``METRES_IF_CHAIN_BELOW`` file units (the file is in metres), else 0.01 (centimetres)."""
+def guess_scale(data: BvhData, first_pose_height: float | None = None) -> float:
+    """Metres per file unit, for a file that does not say.
+
+    1.0 when the longest root-to-leaf chain of OFFSETs is shorter than
+    ``METRES_IF_CHAIN_BELOW`` file units (the file is in metres), else 0.01 (centimetres).
+    When ``first_pose_height`` (the vertical extent of the first frame's joints, in file
+    units) makes that choice implausible (under 0.3 m or over 2.5 m: CMU files, whose unit
+    is 1/0.45 inch, read as a 26 cm person), the one of :data:`UNITS` that makes the
+    skeleton a person nearest the middle of 1.4-2.1 m is taken instead.
+    """
     lengths = np.linalg.norm(data.offsets, axis=-1)
     chain = np.zeros(len(data.names))
     for j, p in enumerate(data.parents):
         chain[j] = lengths[j] + (chain[p] if p >= 0 else 0.0)
-    return 1.0 if chain.max(initial=0.0) < METRES_IF_CHAIN_BELOW else DEFAULT_SCALE
+    scale = 1.0 if chain.max(initial=0.0) < METRES_IF_CHAIN_BELOW else DEFAULT_SCALE
+    if first_pose_height is None or not np.isfinite(first_pose_height) or first_pose_height <= 0:
+        return scale
+    if PLAUSIBLE[0] <= first_pose_height * scale <= PLAUSIBLE[1]:
+        return scale
+    middle = np.sqrt(PERSON_HEIGHT[0] * PERSON_HEIGHT[1])
+    return min(UNITS, key=lambda u: abs(np.log(first_pose_height * u * HEAD_TOP / middle)))
+
+
+def _first_pose_height(data: BvhData, rot0: np.ndarray, pos_joint, pos_axis, pos_col) -> float:
+    """Vertical extent (file units) of the joints in the first frame."""
+    from kinema.motion import kinematics
+    if data.values.shape[0] == 0:
+        return float("nan")
+    local = data.offsets.astype(np.float64).copy()
+    if pos_joint:
+        local[pos_joint, pos_axis] = data.values[0, pos_col]
+    _, g = kinematics.forward(rot0.astype(np.float64), local, data.parents)
+    return float(np.ptp(g[:, 1])) if np.all(np.isfinite(g)) else float("nan")
 
 
 def to_motion(data: BvhData, *, scale: float | str = "auto", end_sites: bool = False,
               name: str = "") -> Motion:
     """Convert parsed BVH arrays to a Motion (see :func:`load`)."""
-    if isinstance(scale, str):
-        if scale != "auto":
-            raise ValueError(f"scale must be a positive number or 'auto', got {scale!r}")
-        scale = guess_scale(data)
-    if not (np.isfinite(scale) and scale > 0):
+    if isinstance(scale, str) and scale != "auto":
+        raise ValueError(f"scale must be a positive number or 'auto', got {scale!r}")
+    if not isinstance(scale, str) and not (np.isfinite(scale) and scale > 0):
         raise ValueError(f"scale must be a positive number, got {scale!r}")
     values = data.values
     frames, num_joints = values.shape[0], len(data.names)
@@ -142,6 +177,8 @@ def to_motion(data: BvhData, *, scale: float | str = "auto", end_sites: bool = F
             rot = np.ascontiguousarray(q, dtype=np.float32)
         else:
             rot[:, joints] = q
+    if isinstance(scale, str):
+        scale = guess_scale(data, _first_pose_height(data, rot[0] if frames else rot, pos_joint, pos_axis, pos_col))
     offsets = data.offsets * scale
     pos = np.empty((frames, num_joints, 3), np.float32)
     pos[:] = offsets

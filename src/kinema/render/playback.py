@@ -31,8 +31,9 @@ class Clip:
 
     Attributes:
         motion: the clip.
-        character: skinned character driven by the motion's joints (matched by name), or None
-            for a procedural body.
+        character: skinned character driven by the motion's joints (matched by name; a
+            motion of another skeleton is retargeted onto it by :meth:`load`), or None for
+            a procedural body.
         focus: (F, 3) point the cameras follow (centroid of the joints per frame).
         heading: (F,) facing angle about +Y for the follow camera (from the travel direction).
     """
@@ -61,9 +62,12 @@ class Clip:
             except KinemaError:
                 ch = None
         if ch is not None:
+            from kinema.retargeting import fit
+            motion = fit(motion, ch)
             shared = set(ch.skeleton.names) & set(motion.skeleton.names)
             if not shared:
-                raise KinemaError(f"{character or path}: character joints share no names with motion {path.name}")
+                raise KinemaError(f"{character or path}: character joints share no names with motion {path.name}, "
+                                  "and it is no humanoid skeleton kinema can retarget")
         return cls(motion, ch)
 
     def __post_init__(self) -> None:

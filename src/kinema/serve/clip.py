@@ -147,6 +147,9 @@ class ServedClip:
             except KinemaError:
                 ch = None
             ch = ch if ch is not None and ch.has_mesh else None
+        if ch is not None:
+            from kinema.retargeting import fit
+            motion = fit(motion, ch)
         return cls(kwargs.pop("name", path.stem), motion, ch, **kwargs)
 
     @property

@@ -251,8 +251,17 @@ class Editor(Viewer):
                 except KinemaError:
                     ch = None
             ch = ch if ch is not None and ch.has_mesh else None
+        if ch is not None:
+            from kinema.retargeting import fit
+            try:
+                motion = fit(motion, ch)
+            except KinemaError as exc:
+                self.message = f"{path.name}: cannot retarget onto {ch.name} ({exc}); procedural body"
+                ch = None
+        if ch is not None and "retarget" in motion.metadata:
+            self.message = f"{path.name}: retargeted onto {ch.name} (scale {motion.metadata['retarget']['scale']:.2f})"
         if ch is not None and not set(ch.skeleton.names) & set(motion.skeleton.names):
-            self.message = f"{path.name}: no joints shared with the character; procedural body"
+            self.message = f"{path.name}: no joint of it is the character's and it is no humanoid to retarget; procedural body"
             ch = None
         if not motion.name:
             motion.name = path.stem
