@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 from common import cpu_time, print_table, timeit
-
 from kinema.data import shared_root
 from kinema.io import bvh
 from kinema.io.bvh_parse import read

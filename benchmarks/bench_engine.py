@@ -23,8 +23,8 @@ import gc
 import math
 
 import numpy as np
-from common import print_table, timeit
 
+from common import print_table, timeit
 from kinema.engine import App, Component, Scene
 from kinema.maths import quat
 

@@ -20,9 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from common import print_table, timeit
-
 import kinema
+from common import print_table, timeit
 from kinema.data import shared_root
 from kinema.features.dataset import FeatureDataset, FeatureSpec, build_dataset, clip_caches
 from kinema.features.root import RootConfig

@@ -11,14 +11,12 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from common import cpu_time, print_table, timeit
 
 import kinema
+from common import cpu_time, print_table, timeit
 from kinema.data import shared_root
 from kinema.maths import quat
 from kinema.motion import kinematics
-
-
 
 
 def per_frame_loop(rot: np.ndarray, pos: np.ndarray, parents: np.ndarray):

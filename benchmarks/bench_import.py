@@ -16,7 +16,6 @@ import argparse
 from pathlib import Path
 
 from common import print_table, timeit
-
 from kinema.data import shared_root
 from kinema.io import fbx, gltf
 

@@ -57,12 +57,10 @@ import numpy as np  # noqa: E402
 from scipy.spatial import cKDTree  # noqa: E402
 
 from common import print_table, timeit  # noqa: E402
-
 from kinema.data import shared_root  # noqa: E402
 from kinema.matching.config import DatabaseConfig  # noqa: E402
 from kinema.matching.database import build_from_paths  # noqa: E402
 from kinema.matching.search import Exclusion, SearchIndex, brute_force  # noqa: E402
-
 
 
 def _config(preset: str, fps: float) -> DatabaseConfig:

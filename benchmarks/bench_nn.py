@@ -22,9 +22,8 @@ import time
 import numpy as np
 import torch
 
-from common import print_table, timeit
-
 import kinema
+from common import print_table, timeit
 from kinema.data import sample_path, shared_path
 from kinema.nn.mamba import Mamba
 from kinema.nn.models import MLP

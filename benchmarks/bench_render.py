@@ -5,13 +5,13 @@ characters, each effect alone, all effects and none. The peer, measured in the s
 is the same pipeline with GenoView-style effect settings (SSAO at full resolution with 16
 samples, bloom at half resolution, a 2048 shadow map): the ratio column is kinema's
 default settings against it. CPU milliseconds per frame (all threads of the process, so
-software GL's worker threads count) are less disturbed by other processes than wall time. Before/after images of both settings are written to
-``--out`` (default ``benchmarks/out/render``) with their pixel difference.
+software GL's worker threads count) are less disturbed by other processes than wall time.
+Before/after images of both settings are written to ``--out`` (default ``benchmarks/out/render``) with their pixel difference.
 
 Run: ``.venv/bin/python benchmarks/run.py render``. Without a display the renderer uses
-an OSMesa context (no X server); with one (a real GPU, or Xvfb) a hidden window's context. Each measurement waits for the GPU (glFinish) after every frame; configurations
-are measured in interleaved rounds and each keeps its best round, so a burst of load from
-other processes does not land on one configuration only.
+an OSMesa context (no X server); with one (a real GPU, or Xvfb) a hidden window's context.
+Each measurement waits for the GPU (glFinish) after every frame; configurations are measured
+in interleaved rounds and each keeps its best round, so a burst of load from other processes does not land on one configuration only.
 """
 from __future__ import annotations
 
@@ -108,12 +108,12 @@ def main(argv=None) -> int:
             best = [0.0] * len(configs)
             cpu = [float("inf")] * len(configs)
             for _ in range(args.rounds):
-                for k, (name, on, extra) in enumerate(configs):
+                for k, (_name, on, extra) in enumerate(configs):
                     _set(r, on, shadow_extent=r.effects.shadow_extent, **extra)
                     fps, ms = _fps(r, draw, args.frames)
                     best[k], cpu[k] = max(best[k], fps), min(cpu[k], ms)
             peer_fps, peer_cpu = best[-1], cpu[-1]
-            for (name, on, extra), fps, ms in zip(configs[:-1], best[:-1], cpu[:-1]):
+            for (name, _on, _extra), fps, ms in zip(configs[:-1], best[:-1], cpu[:-1]):
                 is_all = name == "all"
                 rows.append([f"{w}x{h}", n, name, fps, ms, peer_fps if is_all else "", peer_cpu if is_all else "",
                              fps / peer_fps if is_all else "", peer_cpu / ms if is_all else ""])

@@ -36,12 +36,10 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from common import print_table, timeit  # noqa: E402
-
-from kinema.cli.eval import validation_clips  # noqa: E402
 from kinema.control.retrieval.evaluate import evaluate  # noqa: E402
 from kinema.control.retrieval.rollout import CandidateStream, control_at  # noqa: E402
 from kinema.control.retrieval.sequences import PoseNormaliser, Retriever  # noqa: E402
-from kinema.control.retrieval.training import build_databases, load_config, train  # noqa: E402
+from kinema.control.retrieval.training import build_databases, load_config, train, validation_clips  # noqa: E402
 from kinema.nn.checkpoint import load_checkpoint  # noqa: E402
 
 VARIANTS = {

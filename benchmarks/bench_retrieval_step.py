@@ -34,10 +34,9 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from common import print_table  # noqa: E402
-
 from kinema.control.retrieval import training as T  # noqa: E402
-from kinema.cli.train import apply_overrides  # noqa: E402
 from kinema.control.retrieval.sequences import PoseNormaliser, WindowSampler  # noqa: E402
+from kinema.control.retrieval.training import apply_overrides  # noqa: E402
 from kinema.data import shared_root  # noqa: E402
 
 ROOT = HERE.parent

@@ -26,12 +26,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from kinema.cli.eval import validation_clips
 from kinema.control.retrieval.evaluate import open_database, window_starts
 from kinema.control.retrieval.metrics import joint_positions, joint_speed, mean_pose_distance_cm, pose_slice
 from kinema.control.retrieval.rollout import rollout, teacher_forced_candidates
 from kinema.control.retrieval.sequences import PoseNormaliser, Retriever
-from kinema.control.retrieval.training import build_clips
+from kinema.control.retrieval.training import build_clips, validation_clips
 from kinema.nn.checkpoint import load_checkpoint
 
 HORIZONS = (15, 30, 60, 120, 300)

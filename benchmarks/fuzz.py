@@ -389,7 +389,7 @@ def run_in_child(fmt: str, path: Path, timeout: float, mem_limit: int = 4 << 30)
 class Tally:
     """Outcomes of one format."""
 
-    counts: dict[str, int] = field(default_factory=lambda: {k: 0 for k in OUTCOMES})
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
     peak_mb: float = 0.0
     over_memory: int = 0
     examples: list[str] = field(default_factory=list)

@@ -9,9 +9,8 @@ Top-level API::
 """
 from __future__ import annotations
 
+from kinema._version import __version__
 from kinema.errors import FormatError, KinemaError, UnsupportedFormatError
-
-__version__ = "0.1.0"
 
 __all__ = ["load", "save", "load_character", "retarget", "KinemaError", "FormatError",
            "UnsupportedFormatError", "__version__"]

@@ -170,7 +170,7 @@ def test_query_puts_the_stick_after_pose_joint_features(shared_data):
     files = [shared_data / "lafan1" / "walk4_subject1.bvh"]
     db = build_from_paths(files, "lafan1_pose", progress=False)
     c = MotionMatchingController(db)
-    for n in range(90):
+    for _n in range(90):
         c.step(np.array([1.0, 0.5]), 1 / 60)
     t = db.trajectory_start
     q = c.query()

@@ -7,8 +7,15 @@ import numpy as np
 import pytest
 from scipy import linalg, stats
 
-from kinema.control.retrieval.metrics import (ENERGY_BAND, energy_gate, frechet, grouped_bootstrap_ci,
-                                              joint_positions, summary, window_metrics)
+from kinema.control.retrieval.metrics import (
+    ENERGY_BAND,
+    energy_gate,
+    frechet,
+    grouped_bootstrap_ci,
+    joint_positions,
+    summary,
+    window_metrics,
+)
 
 
 def _windows(db, length=60, offset=10):

@@ -50,7 +50,7 @@ def _empty_floor(views: list[dict]) -> list[np.ndarray]:
 def _body_visible(video: str, views: list[dict], every: int = 15) -> tuple[np.ndarray, np.ndarray]:
     """Mean absolute RGB difference, video against empty floor, in a 7x7 patch at the
     projected hips and in one at the bottom-right corner (floor only), per sampled frame."""
-    frames = [f for f in imageio.get_reader(video)]
+    frames = list(imageio.get_reader(video).iter_data())
     assert len(frames) == len(views)
     picked = list(range(0, len(views), every))
     empty = _empty_floor([views[i] for i in picked])

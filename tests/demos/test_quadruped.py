@@ -63,8 +63,9 @@ def test_paw_locking_reduces_sliding(database):
 
 
 def test_demo_headless_tour_writes_metrics(tmp_path, shared_data):
-    from kinema.demos import quadruped
     import argparse
+
+    from kinema.demos import quadruped
     parser = argparse.ArgumentParser()
     quadruped.add_arguments(parser)
     args = parser.parse_args(["--headless", "--frames", "480", "--tour", "--no-video", "--out", str(tmp_path)])

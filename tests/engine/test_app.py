@@ -268,7 +268,8 @@ def test_engine_never_imports_raylib():
 
 def test_auto_mode_follows_the_display(monkeypatch):
     monkeypatch.setenv("DISPLAY", ":99")
-    assert resolve_mode("auto") == "standalone"  # kinema.render is installed here
+    assert resolve_mode("auto", can_render=True) == "standalone"
+    assert resolve_mode("auto") == "headless"            # no renderer offered: no window
 
 
 def test_auto_mode_without_display_is_headless(monkeypatch):

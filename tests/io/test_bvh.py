@@ -57,7 +57,7 @@ def scipy_fk(joints, frames: np.ndarray, scale: float):
     world_r = []
     world_p = []
     col = 0
-    for name, parent, off, chans in joints:
+    for _name, parent, off, chans in joints:
         vals = frames[:, col:col + len(chans)]
         col += len(chans)
         p = np.tile(np.asarray(off, float), (f, 1))

@@ -13,8 +13,7 @@ import pytest
 
 import kinema
 from kinema.cli.info import describe
-from kinema.errors import (EulerOrderError, FormatError, KinemaError, LimitError, MissingFileError,
-                           RenderError)
+from kinema.errors import EulerOrderError, FormatError, KinemaError, LimitError, MissingFileError, RenderError
 from kinema.io import bvh, gltf, npz
 from kinema.limits import DEFAULT, Limits
 from kinema.motion import Motion, Skeleton

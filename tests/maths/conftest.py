@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-
 ORDERS = ("xyz", "xzy", "yxz", "yzx", "zxy", "zyx")
 
 

@@ -7,7 +7,7 @@ from kinema.motion.kinematics import forward, inverse
 PARENTS = np.array([-1, 0, 1, 2, 0, 4, 5, 0, 7, 8, 8, -1, 11])
 
 
-def random_pose(rng, frames=6, joints=len(PARENTS)):
+def random_pose(rng, frames=6, joints=PARENTS.size):
     rot = Rotation.random(frames * joints, random_state=rng).as_quat(scalar_first=True).reshape(frames, joints, 4)
     pos = rng.normal(size=(frames, joints, 3))
     return rot, pos

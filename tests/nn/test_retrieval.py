@@ -37,7 +37,7 @@ def test_fresh_retrieval_model_equals_its_no_retrieval_backbone():
     torch.manual_seed(0)
     with_r = RetrievalMamba(**SMALL).double()
     without = RetrievalMamba(**SMALL, use_retrieval=False).double()
-    state = {k: v for k, v in with_r.backbone.state_dict().items()}
+    state = dict(with_r.backbone.state_dict())
     state["in_head.weight"] = state["in_head.weight"][:, :14]
     state["input_norm.mean"] = state["input_norm.mean"][:14]
     state["input_norm.std"] = state["input_norm.std"][:14]

@@ -26,7 +26,7 @@ def test_fresh_model_is_the_backbone_and_ignores_candidates():
     b, _ = m(ctrl, pose, None)
     assert torch.equal(a["pose"], b["pose"])
     ref = Mamba(C + P, P + 2, d_model=16, n_layers=1, d_state=4)
-    state = {k: v for k, v in m.backbone.state_dict().items()}
+    state = dict(m.backbone.state_dict())
     state["in_head.weight"] = state["in_head.weight"][:, :C + P]
     state["input_norm.mean"], state["input_norm.std"] = state["input_norm.mean"][:C + P], state["input_norm.std"][:C + P]
     ref.load_state_dict(state)

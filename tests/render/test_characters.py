@@ -7,8 +7,14 @@ from scipy.spatial.transform import Rotation
 
 import kinema
 from kinema.data import shared_path
-from kinema.render.characters import (cluster_triangles, orient_triangles, pose_from_motion,
-                                      skinning_matrices, top4_influences, world_matrices)
+from kinema.render.characters import (
+    cluster_triangles,
+    orient_triangles,
+    pose_from_motion,
+    skinning_matrices,
+    top4_influences,
+    world_matrices,
+)
 
 
 def test_world_matrices_match_scipy():

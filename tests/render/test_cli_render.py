@@ -24,7 +24,7 @@ def test_render_mp4_frame_count_size_and_motion(tmp_path, shared_data):
     res = _kinema("render", shared_data / "lafan1" / "walk4_subject1.bvh", "-o", out, "--frames", 9,
                   "--size", "320x192", "--camera", "orbit", "--start", 100)
     assert res.returncode == 0, res.stderr
-    frames = [f for f in imageio.get_reader(str(out))]   # len() of the reader is inf
+    frames = list(imageio.get_reader(str(out)).iter_data())   # len() of the reader is inf
     assert len(frames) == 9
     assert frames[0].shape == (192, 320, 3)
     diffs = [np.abs(a.astype(int) - b.astype(int)).mean() for a, b in zip(frames, frames[1:])]
@@ -61,7 +61,7 @@ def test_view_runs_scripted_frames_and_saves_screenshot(tmp_path):
     res = _kinema("view", sample_path("xia", "neutral_01_000.bvh"), "--frames", 4, "--size", "400x300",
                   "--screenshot", shot, "--no-ssao", "--record", video, window=True)
     assert res.returncode == 0, res.stderr
-    frames = [f for f in imageio.get_reader(str(video))]     # standalone recording, from the framebuffer
+    frames = list(imageio.get_reader(str(video)).iter_data())     # standalone recording, from the framebuffer
     assert len(frames) == 4 and frames[0].shape == (300, 400, 3)
     img = imageio.imread(shot)
     assert img.shape == (300, 400, 3)

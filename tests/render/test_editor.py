@@ -10,12 +10,12 @@ from pathlib import Path
 import imageio.v2 as imageio
 import numpy as np
 import pytest
+from render_util import neighbourhood
 
-from kinema.render.editor import Editor, feature_setup
-from kinema.render.editor.overlays import AIR_COLOR, CONTACT_COLOR, FUTURE_COLOR, LIFT, PAST_COLOR
 from kinema.engine.protocols import InputFrame
 from kinema.features import RootConfig, compute_root, contact_labels, local_phases
-from render_util import neighbourhood
+from kinema.render.editor import Editor, feature_setup
+from kinema.render.editor.overlays import AIR_COLOR, CONTACT_COLOR, FUTURE_COLOR, LIFT, PAST_COLOR
 
 WALK_LEFT = "dataset-1_walk-left_normal_001.bvh"
 

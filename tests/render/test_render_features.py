@@ -6,9 +6,9 @@ import inspect
 import imageio.v2 as imageio
 import numpy as np
 import pytest
+from render_util import neighbourhood, render
 
 from kinema.engine.protocols import InputFrame, RendererBackend
-from render_util import neighbourhood, render
 
 
 def colour_near(img, px, rgb, tol=60, k=1) -> np.ndarray:
@@ -178,9 +178,9 @@ def test_record_mp4_has_the_frames_asked_and_they_change(fresh, lafan_walk, tmp_
     out = tmp_path / "clip.mp4"
     fresh.start_recording(out, fps=30)
     for p in poses:
-        render(fresh, lambda r: r.draw_body(p, lafan_walk.parents))
+        render(fresh, lambda r, p=p: r.draw_body(p, lafan_walk.parents))
     assert fresh.stop_recording() == out
-    frames = [f for f in imageio.get_reader(str(out))]
+    frames = list(imageio.get_reader(str(out)).iter_data())
     assert len(frames) == n
     assert frames[0].shape == (320, 480, 3)
     diffs = [np.abs(a.astype(int) - b.astype(int)).mean() for a, b in zip(frames, frames[1:])]
@@ -194,7 +194,7 @@ def test_record_png_sequence_is_the_captured_framebuffer(fresh, lafan_walk, tmp_
     fresh.start_recording(tmp_path / "pngs")
     caps = []
     for p in poses:
-        caps.append(render(fresh, lambda r: r.draw_body(p, lafan_walk.parents)))
+        caps.append(render(fresh, lambda r, p=p: r.draw_body(p, lafan_walk.parents)))
     fresh.stop_recording()
     files = sorted((tmp_path / "pngs").glob("frame_*.png"))
     assert [f.name for f in files] == ["frame_00000.png", "frame_00001.png", "frame_00002.png"]

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from render_util import neighbourhood, render
 
 import kinema
 from kinema.data import shared_path
 from kinema.render.characters import pose_from_motion, skinning_matrices, top4_influences
-
-from render_util import neighbourhood, render
 
 TINT = (0.95, 0.3, 0.2, 1.0)
 BODY = (0.85, 0.55, 0.35, 1.0)

@@ -39,20 +39,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--out", help="also write the JSON result here")
 
 
-def validation_clips(meta: dict) -> list[str]:
-    """Paths of the checkpoint's held-out evaluation clips (its test clips, else its
-    validation clips), resolved like its training config."""
-    from pathlib import Path
-
-    from kinema.control.retrieval.training import resolve_clips
-
-    cfg = meta["config"]
-    base = cfg["data"].get("base")
-    paths = resolve_clips(cfg["data"]["clips"], None if base is None else Path(base))
-    held = set(meta.get("test_clips") or meta.get("validation_clips", cfg["data"].get("validation", [])))
-    return [str(p) for p in paths if p.stem in held]
-
-
 def format_table(result: dict) -> str:
     lines = []
     for regime in ("teacher_forced", "free_running"):
@@ -90,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from kinema.control.retrieval.evaluate import evaluate
+    from kinema.control.retrieval.training import validation_clips
     from kinema.nn.checkpoint import read_metadata
 
     meta = read_metadata(args.checkpoint, require=("config",))     # CheckpointError if it has none

@@ -33,7 +33,7 @@ def _available() -> dict[str, object]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from kinema import __version__
+    from kinema._version import __version__
     parser = argparse.ArgumentParser(prog="kinema", description="kinema: neural character animation toolkit")
     parser.add_argument("--version", action="version", version=f"kinema {__version__}")
     parser.add_argument("--debug", action="store_true", help="on an error, print the full traceback")

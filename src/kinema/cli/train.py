@@ -16,24 +16,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="override a config value, e.g. --set train.free=0 --set model.use_retrieval=false")
 
 
-def apply_overrides(cfg: dict, overrides: list[str]) -> dict:
-    from kinema.errors import KinemaError
-
-    for item in overrides:
-        key, sep, value = item.partition("=")
-        if not sep or "." not in key:
-            raise KinemaError(f"--set expects SECTION.KEY=VALUE, got {item!r}")
-        section, name = key.split(".", 1)
-        try:
-            parsed = json.loads(value)
-        except json.JSONDecodeError:
-            parsed = value
-        cfg.setdefault(section, {})[name] = parsed
-    return cfg
-
-
 def run(args: argparse.Namespace) -> int:
-    from kinema.control.retrieval.training import load_config, train
+    from kinema.control.retrieval.training import apply_overrides, load_config, train
 
     cfg = apply_overrides(load_config(args.config), args.set)
     path, meta = train(cfg, args.out, resume=args.resume)

@@ -41,9 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kinema.render.editor import Editor
     from kinema.errors import KinemaError
     from kinema.render import Effects, Renderer
+    from kinema.render.editor import Editor
 
     overlays = tuple(o.strip() for o in args.overlays.split(",") if o.strip())
     editor = Editor(character=args.character, camera=args.camera, overlays=overlays)

@@ -37,7 +37,7 @@ class PoseState:
     rotations: np.ndarray
     angular_velocities: np.ndarray
 
-    def copy(self) -> "PoseState":
+    def copy(self) -> PoseState:
         return PoseState(self.positions.copy(), self.velocities.copy(), self.rotations.copy(),
                          self.angular_velocities.copy())
 

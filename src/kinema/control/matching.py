@@ -148,7 +148,7 @@ class MotionMatchingController:
         times = tuple(f / db.fps for f in db.config.trajectory_frames)
         self.control = control or ControlConfig(times=times)
         self.config = config or MatchingConfig()
-        self.layout = dict((name, (a, b)) for name, a, b in db.pose_layout)
+        self.layout = {name: (a, b) for name, a, b in db.pose_layout}
         self.num_joints = len(db.joint_names)
         self.frame = int(db.ranges[0, 0] if start_frame is None else start_frame)
         self.root_position = np.zeros(3)

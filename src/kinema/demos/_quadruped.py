@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+import kinema.io
 from kinema.errors import KinemaError
 from kinema.features.root import Root, RootConfig, compute_root, to_root_space, vectors_to_root_space
 from kinema.ik.pose import solve_pose
@@ -178,10 +179,9 @@ GROUPS = ((0, 6, 1.0), (6, 12, 1.5), (12, 24, 0.75), (24, 36, 1.0), (36, 39, 1.0
 
 def build_database(paths, mirror: bool = True) -> Database:
     """The database from dog BVH files (resampled to 30 fps; mirrored copies too)."""
-    import kinema
     motions = []
     for p in paths:
-        m = kinema.load(p)
+        m = kinema.io.load(p)
         m = m.resample(FPS) if abs(m.fps - FPS) > 1e-3 else m
         motions.append((m, False))
         if mirror:

@@ -4,13 +4,19 @@ offscreen renderer). Not a demo itself (leading underscore)."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
 
 from kinema.engine import App, Scene
-from kinema.engine.app import renderer_available, resolve_mode
+from kinema.engine.app import resolve_mode
+
+
+def renderer_available() -> bool:
+    """True when :mod:`kinema.render` and raylib are installed (found, not imported)."""
+    return importlib.util.find_spec("raylib") is not None
 
 
 def add_common_arguments(parser: argparse.ArgumentParser, out: str, frames: int = 300) -> None:
@@ -47,7 +53,7 @@ def run_program(program, args: argparse.Namespace, title: str, fps: float, video
     Headless: ``args.frames`` fixed steps; unless ``--no-video``, every step is rendered
     offscreen into ``args.out / video_name`` (skipped, with ``video: null``, where no OpenGL
     context exists). Standalone: a window until closed (or ``--frames`` frames)."""
-    mode = "headless" if args.headless else resolve_mode(args.mode)
+    mode = "headless" if args.headless else resolve_mode(args.mode, renderer_available())
     args.out.mkdir(parents=True, exist_ok=True)
     video = None
     if mode == "headless":

@@ -23,9 +23,17 @@ from pathlib import Path
 
 import numpy as np
 
+import kinema.io
 from kinema.errors import KinemaError
-from kinema.features.root import (Root, RootConfig, compute_root, from_root_space, rotations_from_root_space,
-                                  rotations_to_root_space, to_root_space)
+from kinema.features.root import (
+    Root,
+    RootConfig,
+    compute_root,
+    from_root_space,
+    rotations_from_root_space,
+    rotations_to_root_space,
+    to_root_space,
+)
 from kinema.maths import quat
 from kinema.motion import kinematics
 
@@ -151,13 +159,12 @@ def make_windows(motions, facing_axis, tracked_names=TRACKED) -> Windows:
 
 def load_clips(names, root_dir: Path, mirror: bool = False) -> list:
     """LaFAN1 takes by name (and their mirrors when asked)."""
-    import kinema
     out = []
     for name in names:
         path = Path(root_dir) / f"{name}.bvh"
         if not path.exists():
             raise KinemaError(f"{path}: LaFAN1 take not found")
-        m = kinema.load(path)
+        m = kinema.io.load(path)
         out.append(m)
         if mirror:
             out.append(m.mirror())
@@ -178,7 +185,7 @@ class Tracker:
         self.meta = meta
 
     @classmethod
-    def load(cls, path: str | Path) -> "Tracker":
+    def load(cls, path: str | Path) -> Tracker:
         from kinema.nn.checkpoint import load_checkpoint
         path = Path(path)
         if not path.exists():
@@ -231,9 +238,10 @@ def train(data_root: Path, out: Path, epochs: int = 30, hidden: int = 512, seed:
     """Train the tracker on LaFAN1 ``TRAIN_CLIPS`` (+ mirrors), validate on ``HELD_OUT_CLIPS``,
     write the checkpoint to ``out``; returns the training history."""
     import torch
-    from kinema.nn.models import MLP
+
     from kinema.nn.checkpoint import save_checkpoint
-    from kinema.nn.train import Trainer, TrainConfig, seed_everything
+    from kinema.nn.models import MLP
+    from kinema.nn.train import TrainConfig, Trainer, seed_everything
 
     seed_everything(seed)
     motions = load_clips(TRAIN_CLIPS, data_root, mirror=True)

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from kinema.demos._showcase import write_metrics
+from kinema.demos._showcase import renderer_available, write_metrics
 from kinema.engine import App, Component, Scene, stick
-from kinema.engine.app import display_available, renderer_available, resolve_mode
+from kinema.engine.app import display_available, resolve_mode
 from kinema.maths import quat
 
 DESCRIPTION = "entities, components and the update loop: a solar system (all three run modes)"
@@ -190,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
     render = bool(args.render) and renderer_available() and display_available()
     if args.render and not render:
         print("kinema demo ecs: rendering needs kinema.render and a display (try xvfb-run); running without")
-    resolved = "headless" if args.headless else resolve_mode(args.mode)
+    resolved = "headless" if args.headless else resolve_mode(args.mode, renderer_available())
     renderer = _renderer() if render or resolved == "standalone" else None
     app = App(Scene("solar system"), program, mode=resolved, fps=args.fps, renderer=renderer, input=args.input,
               record_input=args.record_input, render=render, render_every=args.render_every,

@@ -51,6 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
+import kinema.io
 from kinema.demos._showcase import write_metrics
 from kinema.errors import KinemaError
 
@@ -133,8 +134,7 @@ def skinned_character(joint_names, path: Path | None = None):
     path = Path(path) if path is not None else shared_path("characters", "lafan1_character", "character.bin")
     if path is None or not path.is_file():
         return None
-    import kinema
-    character = kinema.load_character(path)
+    character = kinema.io.load_character(path)
     names = set(joint_names)
     if not character.has_mesh or any(n not in names for n in character.skeleton.names if n != "Simulation"):
         return None

@@ -170,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
     ent.add(actor)
     comp = MotionMatchingComponent(controller, actor)
     ent.add(comp)
-    db.index  # build the search structure before the clock starts
+    _ = db.index  # build the search structure before the clock starts
     renderer, video = None, None
     want_render = (not args.headless) or args.render
     if want_render:

@@ -20,9 +20,10 @@ import math
 
 import numpy as np
 
+import kinema.io
 from kinema.data import shared_path
 from kinema.demos import _quadruped as q
-from kinema.demos._showcase import add_common_arguments, panel, run_program, write_metrics
+from kinema.demos._showcase import add_common_arguments, panel, renderer_available, run_program, write_metrics
 
 DESCRIPTION = "quadruped: MANN dog, motion matching with walk/pace/trot/canter, steering, paw locking"
 GAIT_KEYS = {"one": "walk", "two": "pace", "three": "trot", "four": "canter",
@@ -128,8 +129,7 @@ def _character():
     path = shared_path("characters", "dog", "dog.glb")
     if path is None:
         return None
-    import kinema
-    return kinema.load_character(path)
+    return kinema.io.load_character(path)
 
 
 def evaluate(poses: np.ndarray, gaits: list[str], headings: list[float], skeleton, settle: int = 30) -> list[dict]:
@@ -150,7 +150,7 @@ def evaluate(poses: np.ndarray, gaits: list[str], headings: list[float], skeleto
         gait = q.measure_gait(seg, skeleton)
         out.append({"gait_commanded": gaits[a], "heading_deg": headings[a], "frames": int(b - a2),
                     "distance_m": dist, "direction_cos": float((travel[0] * d[0] + travel[2] * d[1]) / max(dist, 1e-9)),
-                    **{k: v for k, v in gait.items()}})
+                    **gait})
     return out
 
 
@@ -176,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _interactive() -> bool:
     from kinema.engine.app import resolve_mode
-    return resolve_mode("auto") == "standalone"
+    return resolve_mode("auto", renderer_available()) == "standalone"
 
 
 def live_dog(db: q.Database, character=None, gait: str = "trot", heading: float = 0.0, lock: bool = True):

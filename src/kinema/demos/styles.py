@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+import kinema.io
 from kinema.data import shared_path
 from kinema.demos._showcase import add_common_arguments, panel, run_program, write_metrics
 from kinema.errors import KinemaError
@@ -104,13 +105,12 @@ class StyleLibrary:
         return list(self.clips)
 
     @classmethod
-    def load(cls, styles=DEFAULT_STYLES, actions=("walk",), root: Path | None = None) -> "StyleLibrary":
-        import kinema
+    def load(cls, styles=DEFAULT_STYLES, actions=("walk",), root: Path | None = None) -> StyleLibrary:
         clips: dict[str, list[StyleClip]] = {}
         skeleton = None
         for style in styles:
             for path in style_files(style, actions, root):
-                m = kinema.load(path)
+                m = kinema.io.load(path)
                 m = m.resample(FPS) if abs(m.fps - FPS) > 1e-3 else m
                 if m.num_frames < MIN_FRAMES:          # e.g. walk_normal_002: one second
                     continue

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+import kinema.io
 from kinema.data import shared_path
 from kinema.demos import _threepoint as tp
 from kinema.demos._showcase import add_common_arguments, panel, run_program, write_metrics
@@ -55,9 +56,8 @@ def _clip_path(clip: str) -> Path:
 
 def reconstruct(args: argparse.Namespace) -> dict:
     """Load the tracker and the replayed clip; predict every frame; errors of model and baseline."""
-    import kinema
     tracker = tp.Tracker.load(args.checkpoint or tp.default_checkpoint())
-    motion = kinema.load(_clip_path(args.clip))
+    motion = kinema.io.load(_clip_path(args.clip))
     motion = motion[max(0, args.start):]
     result = tracker.predict(motion)
     result["baseline"] = tp.errors(tracker.predict(motion, mean_pose=True))

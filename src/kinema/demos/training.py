@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+import kinema.io
 from kinema.demos._showcase import write_metrics
 
 DESCRIPTION = "a network learns to anticipate future motion on real mocap, live"
@@ -109,8 +110,8 @@ class AnticipationProgram:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    import kinema
-    from kinema.engine.app import App, display_available, renderer_available
+    from kinema.demos._showcase import renderer_available
+    from kinema.engine.app import App, display_available
     from kinema.engine.scene import Scene
     from kinema.nn.checkpoint import save_checkpoint
     from kinema.nn.models import SequenceMLP
@@ -118,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
 
     torch.set_num_threads(min(2, torch.get_num_threads()))
     clip = args.clip or default_clip()
-    motion = kinema.load(clip)
+    motion = kinema.io.load(clip)
     if abs(motion.fps - args.fps) > 1e-6:
         motion = motion.resample(args.fps)
     x, y, _ = make_samples(motion.global_positions(), args.fps, args.horizon)

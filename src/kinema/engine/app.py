@@ -1,11 +1,12 @@
 """The App: runs a scene and a program with a fixed time step in one of three modes.
 
-* ``standalone``: opens a window through a renderer (``kinema.render.Renderer`` unless one
-  is passed), reads keyboard/mouse/gamepad from it, steps the simulation from real time with
+* ``standalone``: opens a window through a renderer (``renderer``, or one made by
+  ``renderer_factory``), reads keyboard/mouse/gamepad from it, steps the simulation from real time with
   an accumulator, renders every frame, and returns when the window closes (or after
   ``frames`` rendered frames).
 * ``headless``: no window; exactly one fixed step per iteration, for ``frames`` steps or
-  until ``app.stop()``; returns. With a renderer (passed, or ``render=True``) it also renders
+  until ``app.stop()``; returns. With a renderer (passed, or made by ``renderer_factory``
+  when ``render=True``) it also renders
   offscreen every ``render_every`` steps and can write the frames as PNG files.
 * ``manual``: the caller drives it: ``app.step(dt)`` (real seconds, through the
   accumulator) or ``app.step_frames(n)``; ``app.render()`` draws one frame.
@@ -19,13 +20,15 @@ input is read, then ``program.update``, then the scene's ``on_start``/``update``
 ``late_update``, then ``program.late_update``. Per rendered frame: ``begin_frame``, every
 component's ``draw``, ``program.draw``, ``begin_gui``, every ``gui``, ``program.gui``,
 ``end_frame``.
+
+The engine never imports :mod:`kinema.render`: whoever starts the App (the demo runner,
+``kinema view``) passes a renderer or a factory for one, from above.
 """
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
 import time as _time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -48,32 +51,14 @@ def display_available() -> bool:
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
-def renderer_available() -> bool:
-    """True when ``kinema.render`` is importable and provides ``Renderer`` (checked lazily)."""
-    if importlib.util.find_spec("kinema.render") is None:
-        return False
-    try:
-        return hasattr(importlib.import_module("kinema.render"), "Renderer")
-    except ImportError:
-        return False
-
-
-def resolve_mode(mode: str) -> str:
-    """``"auto"`` -> ``"standalone"`` with a display and the renderer, else ``"headless"``."""
+def resolve_mode(mode: str, can_render: bool = False) -> str:
+    """``"auto"`` -> ``"standalone"`` with a display and a renderer (``can_render``), else
+    ``"headless"``; any other mode is returned as it is."""
     if mode not in MODES:
         raise KinemaError(f"App: mode must be one of {MODES}, got {mode!r}")
     if mode != "auto":
         return mode
-    return "standalone" if display_available() and renderer_available() else "headless"
-
-
-def default_renderer() -> RendererBackend:
-    """A fresh ``kinema.render.Renderer`` (imported only now)."""
-    try:
-        module = importlib.import_module("kinema.render")
-        return module.Renderer()
-    except (ImportError, AttributeError) as exc:
-        raise KinemaError(f"rendering needs kinema.render.Renderer (install kinema[render]): {exc}") from exc
+    return "standalone" if display_available() and can_render else "headless"
 
 
 @dataclass
@@ -106,9 +91,11 @@ class App:
         program: object with optional start/update/late_update/draw/gui/on_stop methods.
         mode: "auto", "standalone", "headless" or "manual".
         fps: fixed update rate, Hz.
-        renderer: a :class:`RendererBackend`; standalone creates ``kinema.render.Renderer``
-            when None. In headless/manual mode it is used only when given or ``render=True``.
-        render: headless only: create the default renderer (offscreen) and render.
+        renderer: a :class:`RendererBackend`. In headless/manual mode it is used only when
+            given or ``render=True``.
+        renderer_factory: ``() -> RendererBackend``, called for a renderer when one is needed
+            and ``renderer`` is None (standalone, ``render=True``, ``app.render()``).
+        render: headless only: render (offscreen) through the renderer or the factory.
         render_every: headless only: render once per this many steps.
         capture_dir: headless only: write each rendered frame there as ``frame_NNNNNN.png``.
         input: a scripted source (``ScriptedInput``, or a path to a .json/.npz track);
@@ -122,7 +109,9 @@ class App:
     """
 
     def __init__(self, scene: Scene | None = None, program: Any = None, mode: str = "auto", fps: float = 60.0,
-                 renderer: RendererBackend | None = None, render: bool = False, render_every: int = 1,
+                 renderer: RendererBackend | None = None,
+                 renderer_factory: Callable[[], RendererBackend] | None = None,
+                 render: bool = False, render_every: int = 1,
                  capture_dir: str | Path | None = None, input: InputSource | str | Path | None = None,
                  record_input: str | Path | None = None, width: int = 1280, height: int = 720,
                  title: str = "kinema", max_steps_per_frame: int = 8, profile: bool = True,
@@ -131,9 +120,10 @@ class App:
         self.scene.app = self
         self.program = program
         self.requested_mode = mode
-        self.mode = resolve_mode(mode)
+        self.mode = resolve_mode(mode, renderer is not None or renderer_factory is not None)
         self.time = Time(fps=float(fps))
         self.renderer = renderer
+        self.renderer_factory = renderer_factory
         self.render_enabled = render or renderer is not None or capture_dir is not None
         self.render_every = max(1, int(render_every))
         self.capture_dir = None if capture_dir is None else Path(capture_dir)
@@ -256,7 +246,10 @@ class App:
     # ------------------------------------------------------------- rendering
     def _ensure_renderer(self, headless: bool) -> RendererBackend:
         if self.renderer is None:
-            self.renderer = default_renderer()
+            if self.renderer_factory is None:
+                raise KinemaError("App: rendering needs a renderer: pass renderer= or renderer_factory= "
+                                  "(e.g. kinema.render.Renderer; the demo runner does)")
+            self.renderer = self.renderer_factory()
             self._owns_renderer = True
         is_open = getattr(self.renderer, "is_open", None)
         if is_open is None or not is_open():

@@ -4,10 +4,17 @@ phases (:mod:`.contacts`) and the training-window dataset pipeline (:mod:`.datas
 from kinema.features.contacts import contacts as contact_labels
 from kinema.features.contacts import local_phases, onsets, phase_vectors
 from kinema.features.dataset import FeatureDataset, FeatureSpec, Normalisation, build_dataset
-from kinema.features.root import (Root, RootConfig, compute_root, from_root_space, rotations_to_root_space,
-                                  to_root_space, vectors_from_root_space, vectors_to_root_space)
-from kinema.features.trajectory import (JointTrajectory, RootTrajectory, TimeSeries, joint_trajectory,
-                                        root_trajectory)
+from kinema.features.root import (
+                                  Root,
+                                  RootConfig,
+                                  compute_root,
+                                  from_root_space,
+                                  rotations_to_root_space,
+                                  to_root_space,
+                                  vectors_from_root_space,
+                                  vectors_to_root_space,
+)
+from kinema.features.trajectory import JointTrajectory, RootTrajectory, TimeSeries, joint_trajectory, root_trajectory
 
 __all__ = ["Root", "RootConfig", "compute_root", "to_root_space", "from_root_space", "vectors_to_root_space",
            "vectors_from_root_space", "rotations_to_root_space", "TimeSeries", "RootTrajectory",

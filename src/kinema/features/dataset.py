@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+import kinema.io
 from kinema.errors import KinemaError
 from kinema.features.contacts import contacts as contact_labels
 from kinema.features.contacts import local_phases
@@ -65,13 +66,13 @@ class FeatureSpec:
     contact_filter: int = 5
 
     @classmethod
-    def lafan1(cls, **changes) -> "FeatureSpec":
+    def lafan1(cls, **changes) -> FeatureSpec:
         """LaFAN1: :meth:`RootConfig.lafan1`, contacts on feet and toes."""
         return replace(cls(root=RootConfig.lafan1(), contact_joints=("LeftFoot", "LeftToe", "RightFoot", "RightToe"),
                            contact_height=(0.12, 0.05, 0.12, 0.05)), **changes)
 
     @classmethod
-    def bandai(cls, **changes) -> "FeatureSpec":
+    def bandai(cls, **changes) -> FeatureSpec:
         """Bandai-Namco: :meth:`RootConfig.bandai`, contacts on feet and toes (its ankles
         rest about 0.12 m above the floor)."""
         return replace(cls(root=RootConfig.bandai(), contact_joints=("Foot_L", "Toes_L", "Foot_R", "Toes_R"),
@@ -84,7 +85,7 @@ class FeatureSpec:
         return d
 
     @classmethod
-    def from_json(cls, d: dict) -> "FeatureSpec":
+    def from_json(cls, d: dict) -> FeatureSpec:
         d = dict(d)
         d["root"] = None if d.get("root") is None else RootConfig(**{k: tuple(v) if isinstance(v, list) else v
                                                                      for k, v in d["root"].items()})
@@ -169,8 +170,7 @@ class _Setup:
 
 
 def _load(path: Path, setup_fps: float, load_options: dict):
-    import kinema
-    motion = kinema.load(path, **load_options)
+    motion = kinema.io.load(path, **load_options)
     return motion if motion.fps == setup_fps else motion.resample(setup_fps)
 
 
@@ -192,7 +192,7 @@ def _clip_job(item, setup: _Setup) -> list[tuple[str, bool, dict[str, np.ndarray
 
 def build_dataset(paths: Sequence[str | Path], out_dir: str | Path, spec: FeatureSpec | None = None, *,
                   mirror: bool = False, validation: float | Iterable[str] = 0.1, seed: int = 0,
-                  progress: bool = True, load_options: dict | None = None, workers: int = 1) -> "FeatureDataset":
+                  progress: bool = True, load_options: dict | None = None, workers: int = 1) -> FeatureDataset:
     """Load, resample, (mirror,) compute per-frame caches and write them to ``out_dir``.
 
     Args:
@@ -308,7 +308,7 @@ class Normalisation:
         np.savez(path, **arrays)
 
     @classmethod
-    def load(cls, path: str | Path) -> "Normalisation":
+    def load(cls, path: str | Path) -> Normalisation:
         with np.load(path, allow_pickle=False) as z:
             keys = {k.rsplit("/", 1)[0] for k in z.files}
             return cls({k: z[f"{k}/mean"] for k in keys}, {k: z[f"{k}/std"] for k in keys})
@@ -479,7 +479,7 @@ class FeatureDataset:
             yield self.normalisation.normalise(batch) if normalise else batch
 
     def torch_dataset(self, split: str = "train", batch_size: int = 1024, shuffle: bool = True, seed: int = 0,
-                      normalise: bool = True, mirror_probability: float = 0.0) -> "TorchBatches":
+                      normalise: bool = True, mirror_probability: float = 0.0) -> TorchBatches:
         """A map-style torch Dataset whose items are whole batches (see :class:`TorchBatches`)."""
         return TorchBatches(self, split, batch_size, shuffle, seed, normalise, mirror_probability)
 

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Literal, Union
+from typing import Literal
 
 import numpy as np
 
 from kinema.errors import KinemaError
 from kinema.maths import quat
 
-JointRef = Union[str, int]
+JointRef = str | int
 Smoothing = Literal["none", "savgol", "gaussian"]
 
 
@@ -56,7 +56,7 @@ class RootConfig:
     sigma: float = 4.0
 
     @classmethod
-    def lafan1(cls, **changes) -> "RootConfig":
+    def lafan1(cls, **changes) -> RootConfig:
         """LaFAN1 (22 joints): position under Spine2 (as Motion Matching's simulation bone),
         facing from LeftUpLeg/RightUpLeg and LeftShoulder/RightShoulder, Savitzky-Golay
         31 frames order 3 (at 30 fps)."""
@@ -66,7 +66,7 @@ class RootConfig:
                        **changes)
 
     @classmethod
-    def bandai(cls, **changes) -> "RootConfig":
+    def bandai(cls, **changes) -> RootConfig:
         """Bandai-Namco dataset (joint_Root + 21 joints): position under Hips, facing
         from UpperLeg_L/UpperLeg_R and Shoulder_L/Shoulder_R, Savitzky-Golay 31/3."""
         return replace(cls(position_joint="Hips", facing="lines", left_hip="UpperLeg_L",
@@ -75,7 +75,7 @@ class RootConfig:
                        **changes)
 
     @classmethod
-    def guess(cls, skeleton, **changes) -> "RootConfig":
+    def guess(cls, skeleton, **changes) -> RootConfig:
         """A config guessed from joint names and the hierarchy, for any biped or quadruped:
         position under the first joint with three or more children (the pelvis), facing
         from the left/right pair hanging from it (the hips; one level deeper when that pair
@@ -131,7 +131,7 @@ class Root:
     directions: np.ndarray
 
     @classmethod
-    def from_directions(cls, positions: np.ndarray, directions: np.ndarray) -> "Root":
+    def from_directions(cls, positions: np.ndarray, directions: np.ndarray) -> Root:
         """A root from floor positions (F, 3) and facing directions (F, 3) (made planar
         and unit here)."""
         positions = np.array(positions, dtype=np.float32)
@@ -152,7 +152,7 @@ class Root:
         yaw = np.unwrap(np.arctan2(self.directions[:, 0], self.directions[:, 2]).astype(np.float64))
         return finite_difference(yaw, fps).astype(np.float32)
 
-    def mirror(self, axis: int = 0) -> "Root":
+    def mirror(self, axis: int = 0) -> Root:
         """The mirrored root (positions and directions with coordinate ``axis`` negated)."""
         if axis == 1:
             raise KinemaError("a floor root cannot be mirrored across the floor (axis 1)")
@@ -160,7 +160,7 @@ class Root:
         s[axis] = -1
         return Root.from_directions(self.positions * s, self.directions * s)
 
-    def __getitem__(self, frames) -> "Root":
+    def __getitem__(self, frames) -> Root:
         return Root(self.positions[frames], self.rotations[frames], self.directions[frames])
 
 

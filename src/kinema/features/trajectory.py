@@ -139,7 +139,7 @@ class RootTrajectory:
     directions: np.ndarray
     velocities: np.ndarray
 
-    def mirror(self, axis: int = 0) -> "RootTrajectory":
+    def mirror(self, axis: int = 0) -> RootTrajectory:
         """Features of the mirrored motion."""
         return RootTrajectory(mirror_vectors(self.positions, axis), mirror_vectors(self.directions, axis),
                               mirror_vectors(self.velocities, axis))
@@ -159,7 +159,7 @@ class JointTrajectory:
     rotations: np.ndarray
     velocities: np.ndarray
 
-    def mirror(self, mirror_map: np.ndarray, axis: int = 0) -> "JointTrajectory":
+    def mirror(self, mirror_map: np.ndarray, axis: int = 0) -> JointTrajectory:
         """Features of the mirrored motion; ``mirror_map`` (K,) gives, for each of the K
         joints, the position of its twin among them (see :func:`subset_mirror_map`)."""
         m = np.asarray(mirror_map)

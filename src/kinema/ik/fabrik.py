@@ -304,6 +304,6 @@ def fabrik(chain: np.ndarray, target: np.ndarray, *, pole: np.ndarray | None = N
     if n < 2:
         raise KinemaError(f"a chain needs at least 2 joints, got {n}")
     parents = np.arange(-1, n - 1)
-    poles = None if pole is None else {j: pole for j in range(1, n - 1)}
+    poles = None if pole is None else dict.fromkeys(range(1, n - 1), pole)
     return solve(chain, parents, 0, {n - 1: target}, poles=poles, max_iterations=max_iterations,
                  tolerance=tolerance)

@@ -2,8 +2,9 @@
 
 ``load(path)`` reads any channel order per joint, 0 to 6 channels on any joint, and End
 Sites; it returns a :class:`kinema.motion.Motion` in metres (``scale``: by default
-"auto", 0.01 for files in centimetres and 1.0 for files already in metres) with local rotations from the intrinsic Euler angles in each joint's
-channel order (``Zrotation Xrotation Yrotation`` is order "zxy": ``R = Rz Rx Ry``).
+"auto", 0.01 for files in centimetres and 1.0 for files already in metres) with local
+rotations from the intrinsic Euler angles in each joint's channel order
+(``Zrotation Xrotation Yrotation`` is order "zxy": ``R = Rz Rx Ry``).
 Position channels replace the joint's OFFSET; joints without them keep the OFFSET.
 
 End Sites are dropped by default (their offsets stay in ``motion.metadata["bvh"]`` so

@@ -126,7 +126,7 @@ def joint_tree(node_parents: Sequence[int], joint_nodes: Sequence[int]) -> tuple
         (nodes: the joint nodes in depth-first order, parents: (J,) int index into
         ``nodes`` of each joint's nearest joint ancestor, -1 when it has none).
     """
-    is_joint = set(int(j) for j in joint_nodes)
+    is_joint = {int(j) for j in joint_nodes}
     nodes = [v for v in depth_first(node_parents) if v in is_joint]
     index = {v: i for i, v in enumerate(nodes)}
     parents = np.full(len(nodes), -1, np.int64)

@@ -67,7 +67,7 @@ class DatabaseConfig:
     pose_joint_weight: float = 1.0
 
     @classmethod
-    def preset(cls, name: str) -> "DatabaseConfig":
+    def preset(cls, name: str) -> DatabaseConfig:
         """``"lafan1"``, ``"lafan1_pose"`` (LaFAN1 plus hands, head, knees and chest matched),
         ``"bandai"`` or ``"games105"`` (the bundled GAMES-105 sample)."""
         if name == "lafan1":
@@ -86,7 +86,7 @@ class DatabaseConfig:
         raise KinemaError(f"unknown database preset {name!r}; presets: {', '.join(PRESETS)}")
 
     @classmethod
-    def from_dict(cls, data: dict, source: str = "config") -> "DatabaseConfig":
+    def from_dict(cls, data: dict, source: str = "config") -> DatabaseConfig:
         """From a dict (``base`` preset optional, other keys override; ``root`` a dict)."""
         data = dict(data)
         base = cls.preset(data.pop("base")) if "base" in data else cls()
@@ -112,7 +112,7 @@ class DatabaseConfig:
         return replace(base, **data)
 
     @classmethod
-    def from_file(cls, path: str | Path) -> "DatabaseConfig":
+    def from_file(cls, path: str | Path) -> DatabaseConfig:
         """From a JSON file (see the module docstring)."""
         path = Path(path)
         try:
@@ -124,7 +124,7 @@ class DatabaseConfig:
         return cls.from_dict(data, str(path))
 
     @classmethod
-    def resolve(cls, spec: "str | Path | DatabaseConfig | None") -> "DatabaseConfig":
+    def resolve(cls, spec: str | Path | DatabaseConfig | None) -> DatabaseConfig:
         """A preset name, a JSON file path, a config, or None (LaFAN1)."""
         if spec is None:
             return cls.preset("lafan1")

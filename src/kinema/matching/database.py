@@ -34,16 +34,22 @@ import io
 import json
 import zipfile
 import zlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 
+import kinema.io
 from kinema.errors import CheckpointError, KinemaError, MissingFileError, SkeletonError
 from kinema.features.contacts import contacts as contact_labels
-from kinema.features.root import (compute_root, finite_difference, rotations_to_root_space, to_root_space,
-                                  vectors_to_root_space)
+from kinema.features.root import (
+    compute_root,
+    finite_difference,
+    rotations_to_root_space,
+    to_root_space,
+    vectors_to_root_space,
+)
 from kinema.features.trajectory import quat_to_sixd, root_trajectory
 from kinema.io.validate import check_fps, check_npz_members, parse_json
 from kinema.limits import DEFAULT, Limits
@@ -67,10 +73,9 @@ class Source:
 
 def source_from_file(path: str | Path, **load_options) -> Source:
     """Load ``path`` with :func:`kinema.load`; its digest is the SHA-256 of the file bytes."""
-    import kinema
     path = Path(path)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    motion = kinema.load(path, **load_options)
+    motion = kinema.io.load(path, **load_options)
     return Source(motion, path.stem, digest)
 
 
@@ -234,7 +239,7 @@ class Database:
     def num_joints(self) -> int:
         return len(self.joint_names)
 
-    def skeleton_matches(self, other: "Database") -> bool:
+    def skeleton_matches(self, other: Database) -> bool:
         """Same joint names, order and hierarchy as ``other`` (rows are comparable)."""
         return self.joint_names == other.joint_names and np.array_equal(self.parents, other.parents)
 
@@ -280,13 +285,13 @@ class Database:
     @property
     def trajectory_start(self) -> int:
         """First feature column of the trajectory (the last groups of every layout)."""
-        return dict((g[0], g[1]) for g in self.feature_layout)["trajectory_position"]
+        return {g[0]: g[1] for g in self.feature_layout}["trajectory_position"]
 
     def features_from_pose(self, pose: np.ndarray, trajectory: np.ndarray) -> np.ndarray:
         """Raw matching features (..., D) of pose vectors (..., P) and trajectory requests
         (..., 4 T), computed exactly as the rows' (the runtime query of a controller whose
         current pose is not a database row)."""
-        lay = dict((name, (a, b)) for name, a, b in self.pose_layout)
+        lay = {name: (a, b) for name, a, b in self.pose_layout}
         j = self.num_joints
         lead = pose.shape[:-1]
         pos = pose[..., lay["joint_positions"][0]:lay["joint_positions"][1]].reshape(*lead, j, 3)
@@ -371,7 +376,7 @@ class Database:
         return path
 
     @classmethod
-    def load(cls, path: str | Path, limits: Limits = DEFAULT) -> "Database":
+    def load(cls, path: str | Path, limits: Limits = DEFAULT) -> Database:
         """Read a database written by :meth:`save`; raises :class:`CheckpointError` on a
         damaged, foreign, pickled, relabelled or inconsistent file.
 

@@ -33,14 +33,15 @@ broken by the lower row index) but visits only a small part of the database:
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
 from kinema.errors import KinemaError
 from kinema.matching import search_kernels as kern
+
 
 @dataclass(frozen=True)
 class Exclusion:

@@ -24,8 +24,19 @@ import numpy as np
 from kinema.errors import EulerOrderError, KinemaError  # noqa: F401 - EulerOrderError re-exported
 from kinema.maths import sixd
 from kinema.maths.backend import (
-    Array, asarray, cat, cross, dot, eps, is_torch, moveaxis, norm, promote, stack,
-    take_along, xp,
+    Array,
+    asarray,
+    cat,
+    cross,
+    dot,
+    eps,
+    is_torch,
+    moveaxis,
+    norm,
+    promote,
+    stack,
+    take_along,
+    xp,
 )
 
 __all__ = [

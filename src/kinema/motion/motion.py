@@ -49,14 +49,14 @@ class Motion:
     # -- construction -------------------------------------------------------------------
     @classmethod
     def from_global(cls, skeleton: Skeleton, fps: float, global_rotations: np.ndarray,
-                    global_positions: np.ndarray, **kwargs) -> "Motion":
+                    global_positions: np.ndarray, **kwargs) -> Motion:
         """Build a motion from world-space rotations (F, J, 4) and positions (F, J, 3)."""
         rot, pos = kinematics.inverse(np.asarray(global_rotations, np.float64),
                                       np.asarray(global_positions, np.float64), skeleton.parents)
         return cls(skeleton, fps, rot, pos, **kwargs)
 
     @classmethod
-    def rest(cls, skeleton: Skeleton, fps: float = 30.0, frames: int = 1, **kwargs) -> "Motion":
+    def rest(cls, skeleton: Skeleton, fps: float = 30.0, frames: int = 1, **kwargs) -> Motion:
         """The rest pose (identity rotations, rest offsets) held for ``frames`` frames."""
         rot = np.broadcast_to(quat.identity((skeleton.num_joints,)), (frames, skeleton.num_joints, 4))
         pos = np.broadcast_to(skeleton.offsets, (frames, skeleton.num_joints, 3))
@@ -136,18 +136,18 @@ class Motion:
         return lengths
 
     # -- editing ------------------------------------------------------------------------
-    def copy(self) -> "Motion":
+    def copy(self) -> Motion:
         return Motion(self.skeleton.copy(), self.fps, self.rotations.copy(), self.positions.copy(),
                       self.name, _copy.deepcopy(self.metadata))
 
-    def __getitem__(self, frames) -> "Motion":
+    def __getitem__(self, frames) -> Motion:
         """Frames ``frames`` (an int, slice, or index array) as a new Motion."""
         if isinstance(frames, (int, np.integer)):
             frames = slice(int(frames), int(frames) + 1 if frames != -1 else None)
         return Motion(self.skeleton, self.fps, self.rotations[frames], self.positions[frames],
                       self.name, dict(self.metadata))
 
-    def resample(self, fps: float) -> "Motion":
+    def resample(self, fps: float) -> Motion:
         """The same motion sampled at ``fps`` over the same time span.
 
         New frame k lies at time k / fps; rotations are slerped and positions linearly
@@ -169,7 +169,7 @@ class Motion:
         pos = pos[i0] * (1 - a)[:, None, None] + pos[i1] * a[:, None, None]
         return Motion(self.skeleton, fps, quat.normalize(rot), pos, self.name, dict(self.metadata))
 
-    def reorder(self, names: Sequence[str]) -> "Motion":
+    def reorder(self, names: Sequence[str]) -> Motion:
         """The same motion with its joints listed in the order ``names`` (a permutation of
         :attr:`joint_names` in which every parent still precedes its children): files of
         one skeleton sometimes list the joints in different orders."""
@@ -183,7 +183,7 @@ class Motion:
         return Motion(skeleton, self.fps, self.rotations[:, perm], self.positions[:, perm], self.name,
                       dict(self.metadata))
 
-    def mirror(self, axis: int = 0, mapping: np.ndarray | None = None) -> "Motion":
+    def mirror(self, axis: int = 0, mapping: np.ndarray | None = None) -> Motion:
         """The mirror image across the plane normal to ``axis`` (default x: the YZ plane).
 
         Left and right joints swap (``skeleton.mirror_map()`` unless ``mapping`` is given),

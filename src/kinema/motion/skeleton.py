@@ -108,9 +108,9 @@ class Skeleton:
                                 "pass overrides")
         return out
 
-    def copy(self) -> "Skeleton":
+    def copy(self) -> Skeleton:
         return Skeleton(list(self.names), self.parents.copy(), self.offsets.copy())
 
-    def same_topology(self, other: "Skeleton") -> bool:
+    def same_topology(self, other: Skeleton) -> bool:
         """True when names and parents are equal (offsets may differ)."""
         return self.names == other.names and np.array_equal(self.parents, other.parents)

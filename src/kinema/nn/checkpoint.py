@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from kinema._version import __version__
 from kinema.errors import CheckpointError, LimitError
 from kinema.io import atomic
 from kinema.io.validate import parse_json
@@ -78,8 +79,7 @@ def versions() -> dict[str, str]:
     import numpy
     import safetensors
 
-    import kinema
-    return {"kinema": kinema.__version__, "torch": torch.__version__,
+    return {"kinema": __version__, "torch": torch.__version__,
             "safetensors": safetensors.__version__, "numpy": numpy.__version__,
             "python": platform.python_version()}
 

@@ -56,7 +56,7 @@ class KinematicPrior(nn.Module):
                 "root_velocity": self.root_velocity, "root_angular_velocity": self.root_angular_velocity}
 
     @classmethod
-    def from_layout(cls, layout, fps: float) -> "KinematicPrior":
+    def from_layout(cls, layout, fps: float) -> KinematicPrior:
         """From a database's ``pose_layout`` [(name, start, stop), ...] and frame rate."""
         cols = {name: (int(a), int(b)) for name, a, b, *_ in layout}
         return cls(max(b for _, b in cols.values()), fps, cols["joint_positions"], cols["joint_velocities"],

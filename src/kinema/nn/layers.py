@@ -27,7 +27,7 @@ class Normaliser(nn.Module):
         self.register_buffer("std", torch.ones(dim))
 
     @torch.no_grad()
-    def fit(self, data: torch.Tensor, eps: float = 1e-6) -> "Normaliser":
+    def fit(self, data: torch.Tensor, eps: float = 1e-6) -> Normaliser:
         """Set mean/std from ``data`` (..., dim); std is floored at ``eps`` (constant dims)."""
         flat = data.reshape(-1, self.dim).to(self.mean.dtype)
         self.mean.copy_(flat.mean(0))
@@ -35,7 +35,7 @@ class Normaliser(nn.Module):
         return self
 
     @torch.no_grad()
-    def set(self, mean, std) -> "Normaliser":
+    def set(self, mean, std) -> Normaliser:
         """Set the statistics from arrays or tensors of shape (dim,)."""
         self.mean.copy_(torch.as_tensor(mean, dtype=self.mean.dtype))
         self.std.copy_(torch.as_tensor(std, dtype=self.std.dtype))

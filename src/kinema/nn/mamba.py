@@ -54,17 +54,17 @@ class MambaState:
     conv: list[torch.Tensor]
     h: list[torch.Tensor]
 
-    def detach(self) -> "MambaState":
+    def detach(self) -> MambaState:
         """The same state cut from the autograd graph (truncated BPTT)."""
         return MambaState([c.detach() for c in self.conv], [h.detach() for h in self.h])
 
-    def reset(self, mask: torch.Tensor) -> "MambaState":
+    def reset(self, mask: torch.Tensor) -> MambaState:
         """A new state with the sequences where ``mask`` (B,) bool is True set to zero
         (e.g. characters that respawn); the others are kept."""
         keep = (~mask.to(torch.bool)).to(self.h[0].dtype)[:, None, None]
         return MambaState([c * keep for c in self.conv], [h * keep for h in self.h])
 
-    def select(self, index: torch.Tensor | slice) -> "MambaState":
+    def select(self, index: torch.Tensor | slice) -> MambaState:
         """The state of a subset of the batch (e.g. characters still alive)."""
         return MambaState([c[index] for c in self.conv], [h[index] for h in self.h])
 

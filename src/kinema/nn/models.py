@@ -11,7 +11,6 @@ Conventions shared by every model here (and :class:`kinema.nn.mamba.Mamba`):
 """
 from __future__ import annotations
 
-
 import torch
 from torch import nn
 from torch.nn import functional as F

@@ -53,7 +53,6 @@ from kinema.nn.kinematic import KinematicPrior
 from kinema.nn.layers import Normaliser
 from kinema.nn.mamba import Mamba, MambaState
 
-
 GATES = ("static", "state")
 
 

@@ -52,7 +52,7 @@ class TrainConfig:
     extra: dict = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "TrainConfig":
+    def from_dict(cls, d: dict) -> TrainConfig:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 
@@ -318,7 +318,7 @@ class Trainer:
     @classmethod
     def resume(cls, path: str | Path, train: Sequence[torch.Tensor], val: Sequence[torch.Tensor] | None = None,
                loss_fn: LossFn | None = None, out_dir: str | Path | None = None,
-               device: str | torch.device = "cpu", **overrides: Any) -> "Trainer":
+               device: str | torch.device = "cpu", **overrides: Any) -> Trainer:
         """A trainer continuing the run saved at ``path`` (model rebuilt from the checkpoint).
 
         ``overrides`` replace config fields (e.g. ``epochs`` to train longer)."""

@@ -105,7 +105,7 @@ class Camera:
     def view_projection(self, aspect: float) -> np.ndarray:
         return self.projection(aspect) @ self.view()
 
-    def copy(self) -> "Camera":
+    def copy(self) -> Camera:
         return Camera(self.position.copy(), self.target.copy(), self.up.copy(), self.fovy, self.near, self.far)
 
 

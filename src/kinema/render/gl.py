@@ -16,7 +16,6 @@ import pyray as rl
 
 from kinema.errors import RenderError  # noqa: F401 - re-exported: kinema.render.gl.RenderError
 
-
 GL_NO_ERROR = 0
 GL_RGB = 0x1907
 GL_RGBA = 0x1908
@@ -336,7 +335,7 @@ class VertexArray:
             self.index_count = idx.size
         rl.rl_disable_vertex_array()
 
-    def with_indices(self, indices: np.ndarray) -> "VertexArray":
+    def with_indices(self, indices: np.ndarray) -> VertexArray:
         """Another VAO over the same vertex buffers with its own (T, 3) uint16 triangle list
         (e.g. a simplified level of detail); it does not own the shared vertex buffers."""
         other = VertexArray.__new__(VertexArray)

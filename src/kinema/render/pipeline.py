@@ -144,7 +144,7 @@ class Pipeline:
         key = (vs, fs, tuple(sorted(flags)))
         sh = self._shaders.get(key)
         if sh is None:
-            defines = {f: 1 for f in key[2]}
+            defines = dict.fromkeys(key[2], 1)
             if "SKINNED" in defines:
                 defines["MAX_BONES"] = MAX_BONES
             sh = self._shaders[key] = gl.Shader(vs, fs, defines)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+import kinema.io
 from kinema.errors import KinemaError, UnsupportedFormatError
 
 MESH_SUFFIXES = {".glb", ".gltf", ".fbx"}
@@ -14,10 +15,9 @@ MESH_SUFFIXES = {".glb", ".gltf", ".fbx"}
 
 def load_character_file(path: str | Path):
     """A :class:`~kinema.io.character.Character` from any supported file (``character.bin`` too)."""
-    import kinema
     path = Path(path)
     try:
-        return kinema.load_character(path)
+        return kinema.io.load_character(path)
     except UnsupportedFormatError:
         if path.suffix.lower() == ".bin":
             from kinema.io.character_bin import load_character
@@ -45,13 +45,12 @@ class Clip:
     _poses: dict = field(default_factory=dict, repr=False)
 
     @classmethod
-    def load(cls, path: str | Path, character: str | Path | None = None) -> "Clip":
+    def load(cls, path: str | Path, character: str | Path | None = None) -> Clip:
         """Load a motion file; ``character`` names a character file (GLB, FBX, character.bin).
 
         A GLB/FBX given as ``path`` that holds a mesh is its own character."""
-        import kinema
         path = Path(path)
-        motion = kinema.load(path)
+        motion = kinema.io.load(path)
         ch = None
         if character is not None:
             ch = load_character_file(character)

@@ -60,7 +60,7 @@ class Recorder:
             self._writer.close()
             self._writer = None
 
-    def __enter__(self) -> "Recorder":
+    def __enter__(self) -> Recorder:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -34,7 +34,8 @@ from kinema.render.ui import Ui
 
 _KEY_NAMES = {
     **{chr(c): getattr(rl, f"KEY_{chr(c).upper()}") for c in range(ord("a"), ord("z") + 1)},
-    **{str(d): getattr(rl, f"KEY_{['ZERO', 'ONE', 'TWO', 'THREE', 'FOUR', 'FIVE', 'SIX', 'SEVEN', 'EIGHT', 'NINE'][d]}") for d in range(10)},
+    **{str(d): getattr(rl, f"KEY_{name}")
+       for d, name in enumerate(['ZERO', 'ONE', 'TWO', 'THREE', 'FOUR', 'FIVE', 'SIX', 'SEVEN', 'EIGHT', 'NINE'])},
     "space": rl.KEY_SPACE, "escape": rl.KEY_ESCAPE, "enter": rl.KEY_ENTER, "tab": rl.KEY_TAB,
     "backspace": rl.KEY_BACKSPACE, "left_shift": rl.KEY_LEFT_SHIFT, "right_shift": rl.KEY_RIGHT_SHIFT,
     "left_control": rl.KEY_LEFT_CONTROL, "right_control": rl.KEY_RIGHT_CONTROL,
@@ -169,7 +170,7 @@ class Renderer:
         gl.forget_context()
         self._open = False
 
-    def __enter__(self) -> "Renderer":
+    def __enter__(self) -> Renderer:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -26,7 +26,7 @@ ROW = 24
 PAD = 6
 
 
-def _color(c) -> "rl.Color":
+def _color(c) -> rl.Color:
     c = np.asarray(c, np.float64).ravel()
     if c.size == 3:
         c = np.append(c, 1.0)
@@ -91,7 +91,7 @@ class Ui:
             self._panels.append((x, y, width, h))
             self._cursor = None
 
-    def _rect(self, rect, height: float = ROW) -> "rl.Rectangle":
+    def _rect(self, rect, height: float = ROW) -> rl.Rectangle:
         if rect is not None:
             if self._cursor is None:   # a free-standing widget also keeps the mouse from the camera
                 self._panels.append(tuple(float(v) for v in rect))
@@ -184,7 +184,7 @@ class Ui:
             hi = lo + 1.0
         self.background((r.x, r.y, r.width, r.height))
         rl.draw_text(f"{title}  [{lo:.3g}, {hi:.3g}]", int(r.x + 4), int(r.y + 2), 10, rl.LIGHTGRAY)
-        for i, (name, a) in enumerate(arrays.items()):
+        for i, (_name, a) in enumerate(arrays.items()):
             if a.size < 2:
                 continue
             col = _color((colors or self.PALETTE)[i % len(colors or self.PALETTE)])

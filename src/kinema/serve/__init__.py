@@ -3,8 +3,15 @@ localhost through ``viser`` (skinned characters, skeletons, trajectories, GUI co
 
 :mod:`.clip` prepares motions (NumPy only); :mod:`.viewer` serves them (imports viser).
 """
-from kinema.serve.clip import (LiveClip, ServedClip, bind_world, character_pose, character_pose_world,
-                               dense_weights, load_character_file)
+from kinema.serve.clip import (
+    LiveClip,
+    ServedClip,
+    bind_world,
+    character_pose,
+    character_pose_world,
+    dense_weights,
+    load_character_file,
+)
 
 __all__ = ["LiveClip", "MotionViewer", "ServedClip", "bind_world", "character_pose", "character_pose_world",
            "dense_weights", "load_character_file"]

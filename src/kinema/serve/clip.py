@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+import kinema.io
 from kinema.errors import KinemaError
 from kinema.maths import quat
 from kinema.motion import kinematics
@@ -24,8 +25,7 @@ def load_character_file(path: str | Path):
     if path.suffix.lower() == ".bin":
         from kinema.io.character_bin import load_character
         return load_character(path)
-    import kinema
-    return kinema.load_character(path)
+    return kinema.io.load_character(path)
 
 
 def bind_world(character) -> tuple[np.ndarray, np.ndarray]:
@@ -134,12 +134,11 @@ class ServedClip:
     _cache: dict = field(default_factory=dict, repr=False)
 
     @classmethod
-    def load(cls, path: str | Path, character: str | Path | None = None, **kwargs) -> "ServedClip":
+    def load(cls, path: str | Path, character: str | Path | None = None, **kwargs) -> ServedClip:
         """Load a motion file; a GLB/FBX holding a mesh skins itself, else ``character`` (any file
         :func:`load_character_file` reads) is skinned when given."""
-        import kinema
         path = Path(path)
-        motion = kinema.load(path)
+        motion = kinema.io.load(path)
         ch = load_character_file(character) if character is not None else None
         if ch is None and path.suffix.lower() in MESH_SUFFIXES:
             try:

@@ -26,8 +26,8 @@ from kinema.control.retrieval.rollout import CandidateStream, integrate_root, qu
 from kinema.control.retrieval.sequences import PoseNormaliser, Retriever
 from kinema.errors import KinemaError
 from kinema.features.root import yaw_rotate
-from kinema.maths import quat
 from kinema.matching.database import Database, pose_layout
+from kinema.maths import quat
 from kinema.nn.checkpoint import load_checkpoint
 
 MODES = ("retrieval", "no_retrieval", "matching")

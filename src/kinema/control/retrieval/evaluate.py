@@ -44,21 +44,28 @@ energy figure); the nearest candidate's successor; the same model fed random dat
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch
 
 from kinema.control.inertialize import PoseState
 from kinema.control.matching import MatchingConfig, MotionMatchingController, row_pose_state
-from kinema.control.retrieval.metrics import (floor_height, frechet, grouped_bootstrap_ci, joint_positions, select,
-                                              summary, window_metrics)
+from kinema.control.retrieval.metrics import (
+    floor_height,
+    frechet,
+    grouped_bootstrap_ci,
+    joint_positions,
+    select,
+    summary,
+    window_metrics,
+)
 from kinema.control.retrieval.rollout import control_at, playback_rollout, rollout, teacher_forced_candidates
 from kinema.control.retrieval.sequences import PoseNormaliser, RandomRetriever, Retriever
 from kinema.errors import KinemaError
-from kinema.maths import quat
 from kinema.matching.database import Database
+from kinema.maths import quat
 from kinema.nn.checkpoint import load_checkpoint
 
 HORIZONS = (15, 30, 60, 120, 300)   # frames at 60 Hz (NOTES.md 3.4)

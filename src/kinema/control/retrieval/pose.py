@@ -15,15 +15,14 @@ the one that lies nearer its own predicted positions (exact for every database r
 """
 from __future__ import annotations
 
-import numpy as np
-
 from functools import lru_cache
 
-from kinema.maths import quat
+import numpy as np
 import torch
 
-from kinema.maths.backend import Array, cat, is_torch
 from kinema.matching.database import Database
+from kinema.maths import quat
+from kinema.maths.backend import Array, cat, is_torch
 from kinema.motion.kinematics import positions_from_rotations
 from kinema.motion.skeleton import Skeleton
 

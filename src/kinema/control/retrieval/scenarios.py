@@ -16,7 +16,7 @@ object); ``foot_skate_cm_s``, horizontal toe speed while the toe is on the floor
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

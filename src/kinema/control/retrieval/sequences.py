@@ -29,7 +29,7 @@ class PoseNormaliser:
     std: np.ndarray
 
     @classmethod
-    def fit(cls, poses: np.ndarray, floor: float = 1e-2) -> "PoseNormaliser":
+    def fit(cls, poses: np.ndarray, floor: float = 1e-2) -> PoseNormaliser:
         return cls(poses.mean(0).astype(np.float32), np.maximum(poses.std(0), floor).astype(np.float32))
 
     def normalise(self, x: np.ndarray) -> np.ndarray:
@@ -42,7 +42,7 @@ class PoseNormaliser:
         return {"mean": self.mean.tolist(), "std": self.std.tolist()}
 
     @classmethod
-    def from_json(cls, d: dict) -> "PoseNormaliser":
+    def from_json(cls, d: dict) -> PoseNormaliser:
         return cls(np.asarray(d["mean"], np.float32), np.asarray(d["std"], np.float32))
 
 
@@ -70,7 +70,7 @@ class Retriever:
         self.contacts = db.contacts.astype(np.float32)
 
     @classmethod
-    def for_checkpoint(cls, db: Database, norm: PoseNormaliser, meta: dict, **kwargs) -> "Retriever":
+    def for_checkpoint(cls, db: Database, norm: PoseNormaliser, meta: dict, **kwargs) -> Retriever:
         """The inference retriever of a checkpoint (its metadata ``meta``): its k, top and
         refresh, always the k best rows (tau 0); ``kwargs`` go to the constructor."""
         rc = meta.get("retrieval", {})

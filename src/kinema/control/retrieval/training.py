@@ -52,13 +52,13 @@ import torch
 import torch.nn.functional as F
 
 from kinema.control.retrieval.metrics import pose_slice
+from kinema.control.retrieval.pose import rigid_pose_normalised
 from kinema.control.retrieval.rollout import rollout, teacher_forced_candidates
 from kinema.control.retrieval.sequences import PoseNormaliser, RandomRetriever, Retriever, WindowSampler
 from kinema.errors import KinemaError
 from kinema.matching.config import DatabaseConfig
 from kinema.matching.database import Database, build_database, expand_paths, source_from_file
 from kinema.nn.checkpoint import save_checkpoint
-from kinema.control.retrieval.pose import rigid_pose_normalised
 from kinema.nn.kinematic import KinematicPrior
 from kinema.nn.retrieval import RetrievalMamba
 from kinema.nn.retrieval_concat import ConcatRetrievalMamba
@@ -131,6 +131,31 @@ def load_config(path: str | Path) -> dict:
     cfg.setdefault("data", {}).setdefault("base", str(path.parent))
     cfg.setdefault("source", str(path))
     return cfg
+
+
+def apply_overrides(cfg: dict, overrides: list[str]) -> dict:
+    """Set ``SECTION.KEY=VALUE`` items in ``cfg`` (VALUE parsed as JSON, else kept as text)."""
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or "." not in key:
+            raise KinemaError(f"--set expects SECTION.KEY=VALUE, got {item!r}")
+        section, name = key.split(".", 1)
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError:
+            parsed = value
+        cfg.setdefault(section, {})[name] = parsed
+    return cfg
+
+
+def validation_clips(meta: dict) -> list[str]:
+    """Paths of the checkpoint's held-out evaluation clips (its test clips, else its
+    validation clips), resolved like its training config."""
+    cfg = meta["config"]
+    base = cfg["data"].get("base")
+    paths = resolve_clips(cfg["data"]["clips"], None if base is None else Path(base))
+    held = set(meta.get("test_clips") or meta.get("validation_clips", cfg["data"].get("validation", [])))
+    return [str(p) for p in paths if p.stem in held]
 
 
 def settings(cfg: dict) -> TrainSettings:
@@ -529,7 +554,7 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
                      "roles": db.roles, "config": db.config.to_dict(), "mirror": db.mirror,
                      "sources": db.sources, "pose_layout": [list(g) for g in db.pose_layout],
                      "build_command": db_build_command(cfg)},
-        "validation_clips": sorted(set(n.removesuffix("_mirror") for n in val.clip_names)),
+        "validation_clips": sorted({n.removesuffix("_mirror") for n in val.clip_names}),
         "test_clips": sorted(cfg["data"].get("test", [])),
         "retrieval": {"k": retriever.k, "top": retriever.top, "tau": retriever.tau, "refresh": retriever.refresh},
         "history": {"epochs": history, "first": history[0], "best": best_rec, "last": history[-1]},

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from pathlib import Path
 
+import kinema.io
 from kinema.errors import KinemaError
 
 
@@ -36,8 +37,7 @@ class Browser:
         if not self.paths:
             raise KinemaError(f"{path}: no supported motion files found")
         if loader is None:
-            import kinema
-            loader = kinema.load
+            loader = kinema.io.load
         self.loader = loader
         self.keep = max(1, int(keep))
         self._cache: OrderedDict[int, object] = OrderedDict()

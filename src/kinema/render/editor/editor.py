@@ -38,10 +38,11 @@ from pathlib import Path
 import numpy as np
 import pyray as rl
 
+import kinema.io
+from kinema.errors import KinemaError
 from kinema.render.editor.browser import Browser
 from kinema.render.editor.features import ClipFeatures, FeatureSetup, feature_setup
 from kinema.render.editor.overlays import AIR_COLOR, CONTACT_COLOR, DEFAULT_OVERLAYS, OVERLAYS, draw_features
-from kinema.errors import KinemaError
 from kinema.render.playback import MESH_SUFFIXES, Clip, load_character_file
 from kinema.render.ui import ROW
 from kinema.render.viewer import Viewer
@@ -150,7 +151,7 @@ def dial_needles(centres: np.ndarray, radius: float, phases: np.ndarray) -> np.n
     return centres + radius * np.stack([np.sin(a), -np.cos(a)], -1)
 
 
-def _rl_color(c) -> "rl.Color":
+def _rl_color(c) -> rl.Color:
     c = np.clip(np.round(np.asarray(c, np.float64) * 255), 0, 255).astype(int)
     return rl.Color(int(c[0]), int(c[1]), int(c[2]), int(c[3]) if c.size > 3 else 255)
 
@@ -232,7 +233,6 @@ class Editor(Viewer):
         """Read ``path`` (its ``animation`` when given) into a :class:`LoadedClip`. A GLB/FBX
         with a mesh skins itself unless the editor has a character (``own_character``: the
         file's character, already loaded)."""
-        import kinema
         from kinema.io import format_module
         module = format_module(path)
         animations: list[str] = []
@@ -241,7 +241,7 @@ class Editor(Viewer):
                 animations = [str(n) for n in module.animation_names(path)]
             except KinemaError:
                 animations = []
-        motion = kinema.load(path) if animation is None else kinema.load(path, animation=animation)
+        motion = kinema.io.load(path) if animation is None else kinema.io.load(path, animation=animation)
         ch = self.character
         if ch is None and path.suffix.lower() in MESH_SUFFIXES:
             ch = own_character

@@ -19,8 +19,15 @@ from kinema.errors import KinemaError
 from kinema.features.contacts import contacts as contact_labels
 from kinema.features.contacts import local_phases
 from kinema.features.dataset import FeatureSpec
-from kinema.features.root import (Root, RootConfig, compute_root, finite_difference, from_root_space, resolve_joint,
-                                  vectors_from_root_space)
+from kinema.features.root import (
+    Root,
+    RootConfig,
+    compute_root,
+    finite_difference,
+    from_root_space,
+    resolve_joint,
+    vectors_from_root_space,
+)
 from kinema.features.trajectory import JointTrajectory, RootTrajectory, TimeSeries, joint_trajectory, root_trajectory
 
 _FOOT = re.compile(r"foot|toe|ankle", re.I)
@@ -138,7 +145,7 @@ class ClipFeatures:
         return int(self.positions.shape[0])
 
     @classmethod
-    def compute(cls, motion, setup: FeatureSetup | None = None) -> "ClipFeatures":
+    def compute(cls, motion, setup: FeatureSetup | None = None) -> ClipFeatures:
         """All features of ``motion`` (a :class:`kinema.motion.Motion`), vectorised over frames."""
         setup = setup or feature_setup(motion.skeleton, motion.fps)
         fps = float(motion.fps)
