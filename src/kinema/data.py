@@ -1,35 +1,74 @@
 """Where kinema finds data: the shared real-mocap folder and the bundled sample.
 
-The shared folder (``../shared/data`` next to the repository) holds non-redistributable
-mocap used by tests, benchmarks and training; ``KINEMA_DATA`` overrides its location.
+The shared folder holds non-redistributable mocap used by tests, benchmarks, demos and
+training. One rule finds it, the same for every command, demo and test, whatever the
+current folder:
+
+1. ``$KINEMA_DATA`` when set (``kinema --data DIR ...`` sets it for the command); a value
+   that is not a folder is an error, never silently ignored;
+2. else ``../shared/data`` beside the repository that holds this package (a checkout).
+
 The bundled sample (a few permissively licensed clips and characters) ships inside the
-package so the README demo runs on a fresh machine.
+package so the README demo runs on a fresh machine. Code that can do without a shared file
+asks :func:`optional_path`, which warns (:class:`DataFallbackWarning`) saying what is
+drawn instead; code that cannot asks :func:`require_path`, whose error names
+``KINEMA_DATA``, ``--data`` and the folders looked in.
 """
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
+from kinema.errors import KinemaError, MissingFileError
+
 ENV_VAR = "KINEMA_DATA"
+HINT = f"set {ENV_VAR}=/path/to/shared/data or pass kinema --data /path/to/shared/data"
+
+
+class DataFallbackWarning(UserWarning):
+    """A shared data file is absent and something else is used instead."""
+
+
+def _candidates() -> list[Path]:
+    """Folders the shared data may be in when ``$KINEMA_DATA`` is not set."""
+    here = Path(__file__).resolve()
+    return [p.parent / "shared" / "data" for p in here.parents[:4]]
 
 
 def shared_root() -> Path | None:
-    """The shared data folder, or None when it is not present.
+    """The shared data folder, or None when it is not present (see the module rules).
 
-    Looks at ``$KINEMA_DATA`` first, then ``../shared/data`` relative to the repository
-    root (the folder holding ``pyproject.toml``) and to the current directory.
+    Raises:
+        KinemaError: ``$KINEMA_DATA`` is set to something that is not a folder.
     """
     env = os.environ.get(ENV_VAR)
     if env:
-        path = Path(env).expanduser()
-        return path if path.is_dir() else None
-    here = Path(__file__).resolve()
-    candidates = [p.parent / "shared" / "data" for p in here.parents[:4]]
-    candidates.append(Path.cwd().parent / "shared" / "data")
-    for c in candidates:
+        path = Path(env).expanduser().resolve()
+        if not path.is_dir():
+            raise KinemaError(f"{ENV_VAR}={env} is not a folder (it, or kinema --data, should name the shared data folder)")
+        return path
+    for c in _candidates():
         if c.is_dir():
-            return c
+            return c.resolve()
     return None
+
+
+def searched() -> str:
+    """Where :func:`shared_root` looks, for messages."""
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return f"{ENV_VAR}={env}"
+    return f"{ENV_VAR} not set; looked in " + ", ".join(str(c) for c in _candidates())
+
+
+def _where() -> str:
+    """The folder looked in and why, for messages."""
+    root = shared_root()
+    if root is None:
+        return f"no shared data folder ({searched()})"
+    how = f"from {ENV_VAR}" if os.environ.get(ENV_VAR) else "beside the repository"
+    return f"not in {root} ({how})"
 
 
 def shared_path(*parts: str) -> Path | None:
@@ -39,6 +78,31 @@ def shared_path(*parts: str) -> Path | None:
         return None
     path = root.joinpath(*parts)
     return path if path.exists() else None
+
+
+def require_path(*parts: str, what: str | None = None) -> Path:
+    """A path inside the shared data folder that the caller cannot do without.
+
+    Raises:
+        MissingFileError: naming ``what`` (default: the relative path), the folder looked
+            in and how to point kinema at the data.
+    """
+    path = shared_path(*parts)
+    if path is not None:
+        return path
+    rel = "/".join(parts)
+    raise MissingFileError(f"{what or rel} ({rel}) not found: {_where()}; {HINT}")
+
+
+def optional_path(*parts: str, what: str | None = None, instead: str = "") -> Path | None:
+    """A path inside the shared data folder, or None with a :class:`DataFallbackWarning`
+    saying what is missing, where kinema looked and what is used ``instead``."""
+    path = shared_path(*parts)
+    if path is None:
+        rel = "/".join(parts)
+        warnings.warn(f"{what or rel} ({rel}) not found: {_where()}; using {instead or 'nothing'} instead ({HINT})",
+                      DataFallbackWarning, stacklevel=2)
+    return path
 
 
 def sample_root() -> Path:

@@ -152,3 +152,15 @@ def test_cli_retarget(sample_data, tmp_path):
                           "--to", str(sample_data / "geno" / "geno.glb"), "-o", str(tmp_path / "x.npz")],
                          capture_output=True, text=True, cwd=tmp_path, check=False)
     assert bad.returncode == 1 and "not a humanoid" in bad.stderr and len(bad.stderr.splitlines()) == 1
+
+
+def test_view_and_render_clips_retarget_onto_the_character(sample_data):
+    """kinema view / render (``Clip.load``) and kinema serve (``ServedClip.load``) skin a
+    character of another skeleton through retargeting, not a procedural body."""
+    from kinema.render.playback import Clip
+    from kinema.serve.clip import ServedClip
+    walk, geno = sample_data / "games105" / "walk_forward.bvh", sample_data / "geno" / "geno.glb"
+    for clip in (Clip.load(walk, geno), ServedClip.load(walk, geno)):
+        assert clip.character is not None
+        assert clip.motion.skeleton.names == clip.character.skeleton.names
+        assert "retarget" in clip.motion.metadata

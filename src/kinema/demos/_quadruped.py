@@ -245,10 +245,8 @@ def build_database(paths, mirror: bool = True) -> Database:
 
 
 def default_paths() -> list[Path]:
-    from kinema.data import shared_path
-    folder = shared_path("quadruped", "bvh")
-    if folder is None:
-        raise KinemaError("the MANN dog takes (quadruped/bvh) are not in the shared data folder")
+    from kinema.data import require_path
+    folder = require_path("quadruped", "bvh", what="the MANN dog takes")
     return sorted(folder.glob("*.bvh"))
 
 

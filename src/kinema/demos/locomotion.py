@@ -129,11 +129,16 @@ def skinned_character(joint_names, path: Path | None = None):
     """The LaFAN1 character (``characters/lafan1_character/character.bin`` in the shared
     data folder, or ``path``) when it exists and every joint of it but the ``Simulation``
     root is in ``joint_names`` (a LaFAN1 skeleton); else None (draw the procedural body)."""
-    from kinema.data import shared_path
+    from kinema.data import optional_path
 
-    path = Path(path) if path is not None else shared_path("characters", "lafan1_character", "character.bin")
-    if path is None or not path.is_file():
+    if path is None:
+        path = optional_path("characters", "lafan1_character", "character.bin", what="the LaFAN1 character",
+                             instead="the procedural body")
+    if path is None:
         return None
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no character file {path}")
     character = kinema.io.load_character(path)
     names = set(joint_names)
     if not character.has_mesh or any(n not in names for n in character.skeleton.names if n != "Simulation"):

@@ -26,7 +26,6 @@ import numpy as np
 from kinema.control.matching import MatchingConfig, MotionMatchingController
 from kinema.demos._showcase import write_metrics
 from kinema.engine import Actor, App, Component, Scene, ScriptedInput, stick
-from kinema.errors import KinemaError
 from kinema.motion import Skeleton
 from kinema.motion.kinematics import inverse
 
@@ -132,10 +131,8 @@ def _database(args):
         return Database.load(args.db)
     paths = args.data
     if not paths:
-        from kinema.data import shared_path
-        lafan = shared_path("lafan1")
-        if lafan is None:
-            raise KinemaError("demo matching: no --db or --data given and ../shared/data/lafan1 is absent")
+        from kinema.data import require_path
+        lafan = require_path("lafan1", what="the LaFAN1 takes (no --db or --data given)")
         paths = [lafan]
     return build_from_paths(paths, args.config, mirror=not args.no_mirror, progress=True)
 

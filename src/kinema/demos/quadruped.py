@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 import kinema.io
-from kinema.data import shared_path
+from kinema.data import optional_path
 from kinema.demos import _quadruped as q
 from kinema.demos._showcase import add_common_arguments, panel, renderer_available, run_program, write_metrics
 
@@ -126,7 +126,7 @@ class DogProgram:
 
 
 def _character():
-    path = shared_path("characters", "dog", "dog.glb")
+    path = optional_path("characters", "dog", "dog.glb", what="the dog character", instead="a stick figure")
     if path is None:
         return None
     return kinema.io.load_character(path)

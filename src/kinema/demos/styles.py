@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 import kinema.io
-from kinema.data import shared_path
+from kinema.data import require_path
 from kinema.demos._showcase import add_common_arguments, panel, run_program, write_metrics
 from kinema.errors import KinemaError
 from kinema.features.root import RootConfig, compute_root, to_root_space, vectors_to_root_space
@@ -41,9 +41,7 @@ MIN_FRAMES = 90                                   # shorter takes are left out o
 
 def style_files(style: str, actions=("walk",), root: Path | None = None) -> list[Path]:
     """Bandai dataset-1 BVH files of ``style`` for ``actions`` (e.g. walk, run, dash)."""
-    root = Path(root) if root is not None else shared_path("bandai_namco", "dataset-1")
-    if root is None:
-        raise KinemaError("the Bandai-Namco dataset (bandai_namco/dataset-1) is not in the shared data folder")
+    root = Path(root) if root is not None else require_path("bandai_namco", "dataset-1", what="the Bandai-Namco walks")
     files = [p for a in actions for p in sorted(root.glob(f"dataset-1_{a}_{style}_*.bvh"))]
     if not files:
         raise KinemaError(f"{root}: no {'/'.join(actions)} clips in style {style!r}")

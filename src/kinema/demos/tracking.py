@@ -21,10 +21,9 @@ from pathlib import Path
 import numpy as np
 
 import kinema.io
-from kinema.data import shared_path
+from kinema.data import optional_path, require_path
 from kinema.demos import _threepoint as tp
 from kinema.demos._showcase import add_common_arguments, panel, run_program, write_metrics
-from kinema.errors import KinemaError
 
 DESCRIPTION = "three-point tracking: full body from head + wrists (held-out LaFAN1, learned MLP)"
 SIDE = np.array([1.2, 0.0, 0.0], np.float32)   # ground truth is drawn this far to the side
@@ -48,10 +47,7 @@ def _clip_path(clip: str) -> Path:
     p = Path(clip)
     if p.suffix.lower() == ".bvh" and p.exists():
         return p
-    found = shared_path("lafan1", f"{clip}.bvh")
-    if found is None:
-        raise KinemaError(f"LaFAN1 take {clip!r} not found in the shared data folder")
-    return found
+    return require_path("lafan1", f"{clip}.bvh", what=f"the LaFAN1 take {clip!r}")
 
 
 def reconstruct(args: argparse.Namespace) -> dict:
@@ -117,7 +113,8 @@ class TrackingProgram:
 
 
 def _character():
-    path = shared_path("characters", "lafan1_character", "character.bin")
+    path = optional_path("characters", "lafan1_character", "character.bin", what="the LaFAN1 character",
+                         instead="a procedural body")
     if path is None:
         return None
     from kinema.io.character_bin import load_character
@@ -126,9 +123,7 @@ def _character():
 
 def run(args: argparse.Namespace) -> int:
     if args.train:
-        root = shared_path("lafan1")
-        if root is None:
-            raise KinemaError("training needs the LaFAN1 takes in the shared data folder")
+        root = require_path("lafan1", what="the LaFAN1 takes (to train)")
         out = args.checkpoint or tp.default_checkpoint()
         import torch
         torch.set_num_threads(max(1, args.threads))

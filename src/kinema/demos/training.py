@@ -46,8 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def default_clip() -> Path:
     """LaFAN1 walk from the shared data when present, else the bundled CMU walk."""
-    from kinema.data import sample_path, shared_path
-    return shared_path("lafan1", "walk4_subject1.bvh") or sample_path("cmu", "02_01.bvh")
+    from kinema.data import optional_path, sample_path
+    return (optional_path("lafan1", "walk4_subject1.bvh", what="the LaFAN1 walk",
+                          instead="the bundled CMU walk (cmu/02_01.bvh)") or sample_path("cmu", "02_01.bvh"))
 
 
 def make_samples(positions: np.ndarray, fps: float, horizon: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
