@@ -36,6 +36,8 @@ from kinema.motion import Motion, Skeleton
 _TRS_PATHS = ("translation", "rotation", "scale")
 #: Longest animation accepted, in output frames (a corrupted key time must not allocate TBs).
 MAX_FRAMES = 1_000_000
+# fraction of a frame by which the last key may fall short of a whole frame count
+FRAME_SLACK = 0.01
 
 
 @dataclass
@@ -275,7 +277,9 @@ def _evaluate(doc: gd.Document, graph: _Graph, index: int, fps: float | None):
     if not frames < MAX_FRAMES:
         raise doc.error(f"animation {name!r} spans {end - start:g} s: {frames:.3g} frames at "
                         f"{fps:g} fps is more than {MAX_FRAMES}")
-    n = int(np.floor(frames + 1e-6)) + 1
+    # key times are float32: 299 / 30 s reads back as 298.99998 frames, so a frame within a
+    # hundredth of the last key counts (sampling clamps to the last key)
+    n = int(np.floor(frames + FRAME_SLACK)) + 1
     check_motion_size(n, len(graph.joint_nodes), doc.path, doc.limits)
     if n * len(graph.parents) * 16 > doc.limits.max_motion_values:
         raise LimitError(f"animation {name!r}: {n} frames x {len(graph.parents)} nodes x 16 matrix "
