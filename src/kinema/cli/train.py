@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
 
 HELP = "train the retrieval-augmented Mamba controller from a TOML/JSON config"
 
@@ -19,9 +21,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from kinema.control.retrieval.training import apply_overrides, load_config, train
 
+    from kinema.control.retrieval.training import partial_path
+
     cfg = apply_overrides(load_config(args.config), args.set)
-    path, meta = train(cfg, args.out, resume=args.resume)
+    out = Path(args.out or cfg.get("out", "model.safetensors"))
+    try:
+        path, meta = train(cfg, out, resume=args.resume)
+    except KeyboardInterrupt:
+        partial = partial_path(out)
+        where = (f"the state of the last validation is in {partial}; run the same command with --resume to "
+                 "continue" if partial.is_file() else "stopped before the first validation, nothing saved")
+        print(f"kinema train: interrupted; {where}", file=sys.stderr)
+        return 130
     h = meta["history"]
+    curve = plot_history(h["epochs"], path.with_suffix(".loss.png"))
     print(f"wrote {path} (database {meta['fingerprint']}, {meta['parameters']['total']:,} parameters, "
-          f"{meta['train_seconds']:.0f} s); best epoch {h['best']['epoch']}: {json.dumps(h['best'])}")
+          f"{meta['train_seconds']:.0f} s) and its loss curve {curve}; best epoch {h['best']['epoch']}: "
+          f"{json.dumps(h['best'])}")
     return 0
+
+
+def plot_history(epochs: list[dict], path: Path) -> Path:
+    """The loss-curve PNG of a training history: training loss and the validation's
+    free-running error per validation, against the step."""
+    from kinema.nn.train import plot_losses
+    val_key = "fr_with" if all("fr_with" in e for e in epochs) else "fr_without"
+    return plot_losses({"train": [e["train_loss"] for e in epochs], "val": [e[val_key] for e in epochs],
+                        "epoch_step": [e["step"] for e in epochs]}, path,
+                       val_label=f"validation ({val_key}: free-running error)")

@@ -333,8 +333,12 @@ class Trainer:
         return trainer
 
 
-def plot_losses(history: dict[str, list[float]], path: str | Path) -> Path:
-    """Write a PNG of the per-step training loss and per-epoch train/val losses (log scale)."""
+def plot_losses(history: dict[str, list[float]], path: str | Path, val_label: str = "validation") -> Path:
+    """Write a PNG of the per-step training loss and per-epoch train/val losses (log scale).
+
+    ``history`` holds ``step_loss`` (per step), ``train`` and ``val`` (per epoch) and
+    optionally ``epoch_step``, the step each epoch ended at (default: evenly spread over
+    the steps)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -345,15 +349,16 @@ def plot_losses(history: dict[str, list[float]], path: str | Path) -> Path:
     if steps:
         ax.plot(np.arange(1, len(steps) + 1), steps, color="0.7", lw=0.8, label="train (step)")
     n_ep = len(history.get("train", []))
-    if n_ep and steps:
-        per = len(steps) / n_ep
-        x = per * np.arange(1, n_ep + 1)
+    if n_ep and (steps or history.get("epoch_step")):
+        x = (np.asarray(history["epoch_step"], np.float64) if history.get("epoch_step")
+             else len(steps) / n_ep * np.arange(1, n_ep + 1))
         ax.plot(x, history["train"], "o-", label="train (epoch)")
         if history.get("val"):
-            ax.plot(x[:len(history["val"])], history["val"], "s-", label="validation")
+            ax.plot(x[:len(history["val"])], history["val"], "s-", label=val_label)
     ax.set_xlabel("step")
     ax.set_ylabel("loss")
-    if steps and min(steps) > 0:
+    values = list(steps) + list(history.get("train", [])) + list(history.get("val", []))
+    if values and min(values) > 0:
         ax.set_yscale("log")
     ax.legend(loc="upper right")
     ax.grid(alpha=0.3)
