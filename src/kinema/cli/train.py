@@ -19,9 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kinema.control.retrieval.training import apply_overrides, load_config, train
-
-    from kinema.control.retrieval.training import partial_path
+    from kinema.control.retrieval.training import apply_overrides, load_config, partial_path, train
 
     cfg = apply_overrides(load_config(args.config), args.set)
     out = Path(args.out or cfg.get("out", "model.safetensors"))
