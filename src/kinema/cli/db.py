@@ -1,6 +1,7 @@
 """``kinema db``: build and inspect motion-matching databases.
 
     kinema db build PATHS... -o DB [--config lafan1|bandai|games105|FILE] [--mirror] [--exclude NAME...]
+                    [--trim-calibration]
     kinema db info DB [--json]
 """
 from __future__ import annotations
@@ -22,6 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     b.add_argument("--mirror", action="store_true", help="add the mirror image of every clip")
     b.add_argument("--exclude", nargs="+", default=[], metavar="NAME",
                    help="leave out the files with these names (stems), e.g. a held-out validation clip")
+    b.add_argument("--trim-calibration", action="store_true",
+                   help="drop the calibration T-pose takes open with (LaFAN1: 2-4 s); recorded in the "
+                        "database config, so it changes the fingerprint")
     b.add_argument("--quiet", action="store_true", help="no progress bars")
     i = sub.add_parser("info", help="print a database's fingerprint, size and clips")
     i.add_argument("database", help="database file (.npz)")
@@ -29,6 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from kinema.matching.config import DatabaseConfig
     from kinema.matching.database import Database, build_from_paths, expand_paths
     if args.db_command == "build":
         t0 = time.perf_counter()
@@ -39,10 +46,16 @@ def run(args: argparse.Namespace) -> int:
                 print(f"kinema db build: error: --exclude names no input file: {', '.join(unknown)}")
                 return 2
             paths = [p for p in paths if p.stem not in set(args.exclude)]
-        db = build_from_paths(paths, args.config, mirror=args.mirror, progress=not args.quiet)
+        config = DatabaseConfig.resolve(args.config)
+        if args.trim_calibration:
+            config = replace(config, trim_calibration=True)
+        db = build_from_paths(paths, config, mirror=args.mirror, progress=not args.quiet)
         path = db.save(args.output)
+        cut = [s.get("calibration_frames", 0) for s in db.sources]
+        trimmed = (f"; calibration T-pose trimmed from {sum(c > 0 for c in cut)} of {len(cut)} takes"
+                   if config.trim_calibration else "")
         print(f"wrote {path}: {db.rows} rows, {len(db.clip_names)} clips, pose width {db.pose_width}, "
-              f"fingerprint {db.fingerprint} ({time.perf_counter() - t0:.1f} s)")
+              f"fingerprint {db.fingerprint} ({time.perf_counter() - t0:.1f} s){trimmed}")
         return 0
     if args.db_command == "info":
         info = Database.load(args.database).info()

@@ -120,6 +120,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", nargs="*", default=None, help="motion files/folders to build a database from")
     parser.add_argument("--config", default="lafan1", help="database config when building (preset or JSON)")
     parser.add_argument("--no-mirror", action="store_true", help="build without mirrored clips")
+    parser.add_argument("--keep-calibration", action="store_true",
+                        help="build with the takes' opening calibration T-pose (trimmed by default)")
     parser.add_argument("--no-foot-lock", action="store_true", help="disable foot locking (leg IK)")
     parser.add_argument("--render", action="store_true", help="headless: render and write matching.mp4")
     parser.add_argument("--render-every", type=int, default=2, help="headless: render every N steps")
@@ -134,7 +136,11 @@ def _database(args):
         from kinema.data import require_path
         lafan = require_path("lafan1", what="the LaFAN1 takes (no --db or --data given)")
         paths = [lafan]
-    return build_from_paths(paths, args.config, mirror=not args.no_mirror, progress=True)
+    from dataclasses import replace
+
+    from kinema.matching.config import DatabaseConfig
+    config = replace(DatabaseConfig.resolve(args.config), trim_calibration=not args.keep_calibration)
+    return build_from_paths(paths, config, mirror=not args.no_mirror, progress=True)
 
 
 def _skeleton(db) -> Skeleton:

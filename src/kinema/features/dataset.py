@@ -25,6 +25,7 @@ import numpy as np
 
 import kinema.io
 from kinema.errors import KinemaError
+from kinema.features.calibration import calibration_frames
 from kinema.features.contacts import contacts as contact_labels
 from kinema.features.contacts import local_phases
 from kinema.features.root import JointRef, RootConfig, compute_root, finite_difference, resolve_joint, yaw_rotate
@@ -53,6 +54,9 @@ class FeatureSpec:
         contact_joints: joints with contact labels and local phases (may be empty).
         contact_height: height threshold(s), metres. contact_speed: m/s.
         contact_filter: median filter length, frames.
+        trim_calibration: drop each clip's opening calibration T-pose
+            (:func:`kinema.features.calibration.calibration_frames`); on in the LaFAN1 preset,
+            whose takes all open with one.
     """
 
     fps: float = 30.0
@@ -64,12 +68,14 @@ class FeatureSpec:
     contact_height: float | tuple[float, ...] = 0.12
     contact_speed: float = 0.5
     contact_filter: int = 5
+    trim_calibration: bool = False
 
     @classmethod
     def lafan1(cls, **changes) -> FeatureSpec:
-        """LaFAN1: :meth:`RootConfig.lafan1`, contacts on feet and toes."""
+        """LaFAN1: :meth:`RootConfig.lafan1`, contacts on feet and toes, the opening
+        calibration T-pose trimmed."""
         return replace(cls(root=RootConfig.lafan1(), contact_joints=("LeftFoot", "LeftToe", "RightFoot", "RightToe"),
-                           contact_height=(0.12, 0.05, 0.12, 0.05)), **changes)
+                           contact_height=(0.12, 0.05, 0.12, 0.05), trim_calibration=True), **changes)
 
     @classmethod
     def bandai(cls, **changes) -> FeatureSpec:
@@ -82,6 +88,8 @@ class FeatureSpec:
         d = asdict(self)
         d["root_series"] = asdict(self.root_series)
         d["joint_series"] = asdict(self.joint_series)
+        if not self.trim_calibration:    # absent when off: datasets built before it read the same
+            del d["trim_calibration"]
         return d
 
     @classmethod
@@ -169,16 +177,18 @@ class _Setup:
     load_options: dict
 
 
-def _load(path: Path, setup_fps: float, load_options: dict):
+def _load(path: Path, spec: FeatureSpec, load_options: dict):
     motion = kinema.io.load(path, **load_options)
-    return motion if motion.fps == setup_fps else motion.resample(setup_fps)
+    if spec.trim_calibration:
+        motion = motion[calibration_frames(motion):]
+    return motion if motion.fps == spec.fps else motion.resample(spec.fps)
 
 
 def _clip_job(item, setup: _Setup) -> list[tuple[str, bool, dict[str, np.ndarray]]]:
     """Caches of one clip (and its mirror): [(name, mirrored, caches)]."""
     path, motion = item
     if motion is None:
-        motion = _load(path, setup.spec.fps, setup.load_options)
+        motion = _load(path, setup.spec, setup.load_options)
     sk = motion.skeleton
     if tuple(sk.names) != setup.names or tuple(sk.parents.tolist()) != setup.parents:
         raise KinemaError(f"{path}: its skeleton differs from the first clip's; build one dataset per skeleton")
@@ -218,7 +228,7 @@ def build_dataset(paths: Sequence[str | Path], out_dir: str | Path, spec: Featur
         raise KinemaError("build_dataset needs at least one motion file")
     out.mkdir(parents=True, exist_ok=True)
     load_options = dict(load_options or {})
-    first = _load(paths[0], spec.fps, load_options)
+    first = _load(paths[0], spec, load_options)
     skeleton = first.skeleton
     spec = replace(spec, root=spec.root or RootConfig.guess(skeleton))
     joints = np.arange(skeleton.num_joints) if spec.joints is None else \

@@ -44,6 +44,10 @@ class DatabaseConfig:
             do not show (on LaFAN1's test take the nearest row by these features is 20 cm
             away on average, the nearest by pose 7 cm).
         pose_joint_weight: weight of that group.
+        trim_calibration: drop the calibration T-pose a take opens with
+            (:func:`kinema.features.calibration.calibration_frames`; LaFAN1 takes hold one
+            for 2-4 s). Off in the presets, so the databases the shipped models were trained
+            on keep their fingerprints; ``kinema db build --trim-calibration`` turns it on.
     """
 
     name: str = "custom"
@@ -65,6 +69,7 @@ class DatabaseConfig:
     contact_filter: int = 6
     pose_joints: tuple[str, ...] = ()
     pose_joint_weight: float = 1.0
+    trim_calibration: bool = False
 
     @classmethod
     def preset(cls, name: str) -> DatabaseConfig:
@@ -143,6 +148,8 @@ class DatabaseConfig:
             d["pose_joints"] = list(self.pose_joints)
         else:  # absent when unused, so databases built before the option keep their fingerprints
             del d["pose_joints"], d["pose_joint_weight"]
+        if not self.trim_calibration:   # likewise
+            del d["trim_calibration"]
         return d
 
     def canonical_json(self) -> str:

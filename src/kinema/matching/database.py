@@ -42,6 +42,7 @@ import numpy as np
 
 import kinema.io
 from kinema.errors import CheckpointError, KinemaError, MissingFileError, SkeletonError
+from kinema.features.calibration import calibration_frames
 from kinema.features.contacts import contacts as contact_labels
 from kinema.features.root import (
     compute_root,
@@ -526,7 +527,7 @@ def build_database(sources: Iterable[Source | object], config: DatabaseConfig | 
     if not srcs:
         raise KinemaError("build_database needs at least one motion")
     first = srcs[0].motion.skeleton
-    parts, names, mirrored = [], [], []
+    parts, names, mirrored, trimmed = [], [], [], []
     for s in tqdm(srcs, desc="database", unit="clip", disable=not progress):
         m = s.motion
         if not first.same_topology(m.skeleton) and sorted(m.joint_names) == sorted(first.names):
@@ -537,6 +538,10 @@ def build_database(sources: Iterable[Source | object], config: DatabaseConfig | 
         if not first.same_topology(m.skeleton):
             raise KinemaError(f"clip {s.name!r}: its skeleton differs from {srcs[0].name!r} "
                               "(a database holds one skeleton)")
+        if config.trim_calibration:
+            cut = calibration_frames(m)
+            trimmed.append(cut)
+            m = m[cut:]
         if m.num_frames < 2:
             raise KinemaError(f"clip {s.name!r} has {m.num_frames} frame(s); at least 2 are needed")
         if float(m.fps) != float(config.fps):
@@ -560,7 +565,8 @@ def build_database(sources: Iterable[Source | object], config: DatabaseConfig | 
         clip_mirrored=np.array(mirrored, bool), joint_names=list(first.names),
         parents=np.asarray(first.parents, np.int64), offsets=np.asarray(first.offsets, np.float32),
         fps=float(config.fps), config=config, mirror=bool(mirror), fingerprint=fingerprint(config, mirror, srcs),
-        sources=[{"name": s.name, "sha256": s.digest} for s in srcs])
+        sources=[{"name": s.name, "sha256": s.digest, **({"calibration_frames": trimmed[i]} if trimmed else {})}
+                 for i, s in enumerate(srcs)])
 
 
 def expand_paths(paths: Iterable[str | Path]) -> list[Path]:

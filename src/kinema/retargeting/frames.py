@@ -74,7 +74,7 @@ def anatomical_frames(pos: np.ndarray, roles: dict[str, int]) -> dict[str, tuple
 
     Args:
         pos: (F, J, 3) world joint positions.
-        roles: role -> joint index (:func:`kinema.retargeting.roles.find_roles`).
+        roles: role -> joint index (:func:`kinema.motion.roles.find_roles`).
     Returns:
         role -> ((F, 3, 3) frames, (F,) float weights: 1 where the frame is measured, the
         squared sine of the bend for a limb's hinge, a small weight where a straight limb's

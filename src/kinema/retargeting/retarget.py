@@ -2,7 +2,7 @@
 
 Steps (:func:`retarget`):
 
-1. Joints are matched by body role (:mod:`kinema.retargeting.roles`): hips, spine, chest,
+1. Joints are matched by body role (:mod:`kinema.motion.roles`): hips, spine, chest,
    neck, head, clavicles, arms, legs, feet, toes.
 2. Every matched target joint takes the source joint's world rotation corrected by the
    constant offset between each skeleton's joint axes and the body part's anatomical frame
@@ -29,8 +29,8 @@ from kinema.features.contacts import contacts
 from kinema.ik.pose import solve_pose
 from kinema.maths import quat
 from kinema.motion import Motion, Skeleton, kinematics
+from kinema.motion.roles import ancestors, find_roles
 from kinema.retargeting.frames import frame_offsets
-from kinema.retargeting.roles import ancestors, find_roles
 
 # A typical adult's thigh + shin (m): contact thresholds are given for it and scale with the legs.
 _LEG = 0.8
