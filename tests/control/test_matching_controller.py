@@ -177,3 +177,34 @@ def test_query_puts_the_stick_after_pose_joint_features(shared_data):
     np.testing.assert_allclose(q[:t], db.features[c.frame, :t], atol=1e-6)
     traj = c.trajectory.predict().features(c.root_position, c.root_direction)
     np.testing.assert_allclose(db.denormalize(q)[t:], traj, atol=1e-4)
+
+
+@pytest.mark.parametrize("foot_lock", [False, True])
+def test_batch_equals_characters_stepped_one_by_one(db, foot_lock):
+    """Six characters from different rows, each with its own stick, walk flag and strafe
+    stick, stepped as one batch (one search over those due, one inertializer) play the same
+    rows, transitions and world poses as six single controllers."""
+    b, frames = 6, 150
+    rng = np.random.default_rng(11)
+    starts = db.ranges[rng.integers(0, len(db.ranges), b), 0] + 10
+    cfg = MatchingConfig(foot_lock=foot_lock)
+    batch = MotionMatchingController(db, config=cfg, start_frame=starts, batch=b)
+    singles = [MotionMatchingController(db, config=cfg, start_frame=int(s)) for s in starts]
+    angles = rng.uniform(-np.pi, np.pi, b)
+    searches = 0
+    for f in range(frames):
+        sticks = np.stack([np.sin(angles + 0.02 * f), np.cos(angles + 0.02 * f)], -1) * ((f + np.arange(b) * 17) % 90 < 70)[:, None]
+        walk = (f // 40 + np.arange(b)) % 2 == 1
+        facing = np.tile([0.0, 1.0], (b, 1)) if 60 < f < 90 else None
+        out = batch.step(sticks, 1 / 60, walk=walk, facing_stick=facing)
+        refs = [s.step(sticks[i], 1 / 60, walk=bool(walk[i]), facing_stick=None if facing is None else facing[i])
+                for i, s in enumerate(singles)]
+        assert out.positions.shape == (b, len(db.joint_names), 3)
+        np.testing.assert_array_equal(out.frame, [r.frame for r in refs])
+        np.testing.assert_array_equal(out.transitioned, [r.transitioned for r in refs])
+        np.testing.assert_allclose(out.positions, np.stack([r.positions for r in refs]), rtol=0, atol=1e-9)
+        np.testing.assert_allclose(out.rotations, np.stack([r.rotations for r in refs]), rtol=0, atol=1e-9)
+        np.testing.assert_allclose(out.root_position, np.stack([r.root_position for r in refs]), rtol=0, atol=1e-9)
+        searches += int(out.searched.sum())
+    assert searches > frames * b / cfg.search_every * 0.9    # it did search, as batches
+    assert np.ptp(batch.root_position[:, 0]) > 0.5           # and the characters went their own ways

@@ -104,3 +104,31 @@ def test_frame_rate_independent(dt):
     a, b = run(dt), run(1 / 240)
     np.testing.assert_allclose(a.position, b.position, atol=0.03)  # only the turn is sampled
     np.testing.assert_allclose(a.direction, b.direction, atol=1e-3)
+
+
+@pytest.mark.parametrize("camera_relative", [True, False])
+def test_batch_equals_characters_stepped_one_by_one(camera_relative):
+    """B simulations stepped as one batch (one array update, one closed-form prediction)
+    give exactly what B single controllers give: sticks, walking, camera yaw and the strafe
+    stick differ per character."""
+    rng = np.random.default_rng(5)
+    b, frames = 7, 240
+    cfg = ControlConfig(camera_relative=camera_relative)
+    pos, yaw = rng.normal(size=(b, 3)), rng.uniform(-3, 3, b)
+    batch = TrajectoryController(cfg, pos, yaw, batch=b)
+    singles = [TrajectoryController(cfg, pos[i], yaw[i]) for i in range(b)]
+    roots = np.stack([yaw_direction(0.4 * i) for i in range(b)]).astype(np.float32)  # as a controller root
+    for f in range(frames):
+        sticks = rng.uniform(-1, 1, (b, 2)) * (rng.random((b, 1)) > 0.2)
+        walk = rng.random(b) < 0.3
+        facing = rng.uniform(-1, 1, (b, 2)) * (rng.random((b, 1)) > 0.5) if f % 2 else None
+        batch.update(sticks, 1 / 60, walk=walk, camera_yaw=0.01 * f, facing_stick=facing)
+        for i, s in enumerate(singles):
+            s.update(sticks[i], 1 / 60, walk=bool(walk[i]), camera_yaw=0.01 * f,
+                     facing_stick=None if facing is None else facing[i])
+        got = batch.predict().features(batch.sim.position * 0.9, roots)
+        want = np.stack([s.predict().features(s.sim.position * 0.9, roots[i]) for i, s in enumerate(singles)])
+        assert got.shape == (b, 4 * len(cfg.times))
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(batch.sim.direction, np.stack([s.sim.direction for s in singles]))
+    assert np.ptp(batch.sim.position[:, 0]) > 1.0   # the characters went different ways

@@ -64,15 +64,24 @@ class Inertializer:
         self.rot_offset[...] = quat.identity(self.rot_offset.shape[:-1])
         self.ang_offset[...] = 0
 
-    def transition(self, source: PoseState, destination: PoseState) -> None:
+    def transition(self, source: PoseState, destination: PoseState, index: np.ndarray | None = None) -> None:
         """Switch from ``source`` (the animation playing so far, before offsets) to
-        ``destination`` (the new animation at the same instant)."""
-        out_rot = quat.mul(self.rot_offset, source.rotations)
-        out_ang = self.ang_offset + quat.rotate(self.rot_offset, source.angular_velocities)
-        self.pos_offset = (source.positions + self.pos_offset) - destination.positions
-        self.vel_offset = (source.velocities + self.vel_offset) - destination.velocities
-        self.rot_offset = quat.abs(quat.mul(out_rot, quat.inv(destination.rotations)))
-        self.ang_offset = out_ang - quat.rotate(self.rot_offset, destination.angular_velocities)
+        ``destination`` (the new animation at the same instant). With ``index`` (an index
+        into the offsets' leading dims, e.g. the characters of a batch that transition)
+        only those offsets change, and ``source``/``destination`` hold just their poses."""
+        sel = (lambda a: a) if index is None else (lambda a: a[index])
+        rot_offset, ang_offset = sel(self.rot_offset), sel(self.ang_offset)
+        out_rot = quat.mul(rot_offset, source.rotations)
+        out_ang = ang_offset + quat.rotate(rot_offset, source.angular_velocities)
+        pos = (source.positions + sel(self.pos_offset)) - destination.positions
+        vel = (source.velocities + sel(self.vel_offset)) - destination.velocities
+        rot = quat.abs(quat.mul(out_rot, quat.inv(destination.rotations)))
+        ang = out_ang - quat.rotate(rot, destination.angular_velocities)
+        if index is None:
+            self.pos_offset, self.vel_offset, self.rot_offset, self.ang_offset = pos, vel, rot, ang
+            return
+        self.pos_offset[index], self.vel_offset[index], self.rot_offset[index], self.ang_offset[index] = \
+            pos, vel, rot, ang
 
     def update(self, pose: PoseState, dt: float) -> PoseState:
         """Decay the offsets by ``dt`` seconds and apply them to ``pose`` (the current input).

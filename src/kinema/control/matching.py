@@ -16,6 +16,11 @@ Every ``step(stick, dt)``:
    follows the requested trajectory.
 
 The output is the world pose (root-space pose rows placed at the character's root).
+
+With ``batch=B`` one controller steps B characters at once: one array update of the
+springs, one search over the characters due (a (Q, D) query batch), one inertializer over
+(B, J) offsets; every output gains a leading (B,) dim. One character (``batch=None``) runs
+the same array code on a batch of one and returns unbatched shapes.
 """
 from __future__ import annotations
 
@@ -95,9 +100,9 @@ class MatchingOutput:
     root_adjustment: float = 0.0
 
 
-def row_pose_state(db, row: int) -> PoseState:
-    """Root-space pose of row ``row`` of a database (or of any clips built with a database's
-    config, e.g. held-out clips).
+def row_pose_state(db, row: int | np.ndarray) -> PoseState:
+    """Root-space pose of row ``row`` (an int, or rows (...) for poses (..., J, ...)) of a
+    database (or of any clips built with a database's config, e.g. held-out clips).
 
     Velocities are world velocities and angular velocities world rates (the root's own
     yaw rate added to the root-space rate toward the next row), both expressed in root
@@ -108,119 +113,183 @@ def row_pose_state(db, row: int) -> PoseState:
     layout = {name: (a, b) for name, a, b in db.pose_layout}
     p = db.pose
     j = db.num_joints
+    lead = np.shape(row)
 
-    def rotations(r: int) -> np.ndarray:
+    def rotations(r) -> np.ndarray:
         a, b = layout["joint_rotations_6d"]
-        return quat.from_6d(p[r, a:b].reshape(j, 6).astype(np.float64))
+        return quat.from_6d(p[r, a:b].reshape(lead + (j, 6)).astype(np.float64))
 
     a, b = layout["joint_positions"]
-    pos = p[row, a:b].reshape(j, 3).astype(np.float64)
+    pos = p[row, a:b].reshape(lead + (j, 3)).astype(np.float64)
     a, b = layout["joint_velocities"]
-    vel = p[row, a:b].reshape(j, 3).astype(np.float64)
+    vel = p[row, a:b].reshape(lead + (j, 3)).astype(np.float64)
     rot = rotations(row)
     stop = db.ranges[db.clip_of(row), 1]
-    nxt = rotations(min(row + 1, stop - 1))
+    nxt = rotations(np.minimum(row + 1, stop - 1))
     ang = quat.log(quat.abs(quat.mul(nxt, quat.inv(rot)))) * db.fps
     a, _ = layout["root_angular_velocity"]
-    ang[:, 1] += float(p[row, a + 1])
+    ang[..., 1] += np.asarray(p[row, a + 1], np.float64)[..., None]
     return PoseState(pos, vel, rot, ang)
 
 
 def _yaw_quat(d: np.ndarray) -> np.ndarray:
-    half = 0.5 * np.arctan2(d[0], d[2])
-    return np.array([np.cos(half), 0.0, np.sin(half), 0.0])
+    """Yaw quaternions (B, 4) of floor directions (B, 3)."""
+    half = 0.5 * np.arctan2(d[:, 0], d[:, 2])
+    zero = np.zeros_like(half)
+    return np.stack([np.cos(half), zero, np.sin(half), zero], -1)
+
+
+def _first(state: PoseState) -> PoseState:
+    return PoseState(state.positions[0], state.velocities[0], state.rotations[0], state.angular_velocities[0])
+
+
+def _batched(state: PoseState, n: int, j: int) -> PoseState:
+    return PoseState(*(np.asarray(a, np.float64).reshape(n, j, -1) for a in
+                       (state.positions, state.velocities, state.rotations, state.angular_velocities)))
 
 
 class MotionMatchingController:
-    """Motion matching over a :class:`kinema.matching.database.Database`.
+    """Motion matching over a :class:`kinema.matching.database.Database`, for one character
+    or a batch (see the module docstring).
 
     Args:
         db: the database (features, poses, clip ranges).
         control: stick -> trajectory settings (prediction times must match the database's
             trajectory frames).
         config: search and root settings.
-        start_frame: first row to play (default: the start of the first clip).
+        start_frame: first row to play (default: the start of the first clip); an int, or
+            (B,) rows with ``batch``.
+        batch: number of characters B (None: one, with unbatched inputs and outputs).
+
+    State, one row per character: ``frames`` (B,) playing rows, ``root_positions`` and
+    ``root_directions`` (B, 3); one character reads them as ``frame``, ``root_position``
+    and ``root_direction``.
     """
 
     def __init__(self, db, control: ControlConfig | None = None, config: MatchingConfig | None = None,
-                 start_frame: int | None = None):
+                 start_frame: int | np.ndarray | None = None, batch: int | None = None):
         self.db = db
         times = tuple(f / db.fps for f in db.config.trajectory_frames)
         self.control = control or ControlConfig(times=times)
         self.config = config or MatchingConfig()
         self.layout = {name: (a, b) for name, a, b in db.pose_layout}
         self.num_joints = len(db.joint_names)
-        self.frame = int(db.ranges[0, 0] if start_frame is None else start_frame)
-        self.root_position = np.zeros(3)
-        self.root_direction = np.array([0.0, 0.0, 1.0])
-        self.trajectory = TrajectoryController(self.control)
-        self.inertializer = Inertializer(self._pose(self.frame), self.config.inertialize_halflife)
-        self.frames_since_search = 0
-        self._last_desired = np.zeros(3)
-        self._clip_stop = db.ranges[db.clip_of(self.frame), 1]
+        self.batch = batch
+        n = self.n = 1 if batch is None else int(batch)
+        first = int(db.ranges[0, 0]) if start_frame is None else start_frame
+        self.frames = np.broadcast_to(np.asarray(first, np.int64), (n,)).copy()
+        self.root_positions = np.zeros((n, 3))
+        self.root_directions = np.tile([0.0, 0.0, 1.0], (n, 1))
+        self.trajectory = TrajectoryController(self.control, batch=batch)
+        self.inertializer = Inertializer(self._pose(self.frames), self.config.inertialize_halflife)
+        self.frames_since_search = np.zeros(n, np.int64)
+        self._last_desired = np.zeros((n, 3))
+        self._clip_stop = db.ranges[db.clip_of(self.frames), 1]
         names = db.joint_names
-        self.foot_lock = FootLock(db.parents, [names.index(db.config.left_foot), names.index(db.config.right_foot)],
-                                  [names.index(db.config.left_toe), names.index(db.config.right_toe)],
-                                  self.config.unlock_radius, self.config.lock_halflife)
-        self._adjustment = 0.0
+        self.foot_locks = [FootLock(db.parents, [names.index(db.config.left_foot), names.index(db.config.right_foot)],
+                                    [names.index(db.config.left_toe), names.index(db.config.right_toe)],
+                                    self.config.unlock_radius, self.config.lock_halflife) for _ in range(n)]
+        self._adjustment = np.zeros(n)
+
+    # -- one character's view ----------------------------------------------------------------
+    def _one(self, a: np.ndarray):
+        """``a`` (B, ...) as the caller sees it: its only row for one character."""
+        return a[0] if self.batch is None else a
+
+    @property
+    def frame(self) -> int | np.ndarray:
+        """The playing row (an int; (B,) rows for a batch)."""
+        return int(self.frames[0]) if self.batch is None else self.frames
+
+    @property
+    def root_position(self) -> np.ndarray:
+        """The root on the floor (3,) ((B, 3) for a batch; the controller's own array)."""
+        return self._one(self.root_positions)
+
+    @root_position.setter
+    def root_position(self, value: np.ndarray) -> None:
+        self.root_positions[:] = np.asarray(value, np.float64).reshape(-1, 3)
+
+    @property
+    def root_direction(self) -> np.ndarray:
+        """The root's facing (3,) ((B, 3) for a batch; the controller's own array)."""
+        return self._one(self.root_directions)
+
+    @root_direction.setter
+    def root_direction(self, value: np.ndarray) -> None:
+        self.root_directions[:] = np.asarray(value, np.float64).reshape(-1, 3)
+
+    @property
+    def foot_lock(self) -> FootLock:
+        """The foot lock of the (first) character."""
+        return self.foot_locks[0]
 
     # -- pose rows -------------------------------------------------------------------------
-    def _pose(self, row: int) -> PoseState:
+    def _pose(self, row: int | np.ndarray) -> PoseState:
         return row_pose_state(self.db, row)
 
     # -- search ----------------------------------------------------------------------------
-    def query(self, request: np.ndarray | None = None) -> np.ndarray:
-        """Normalised query (D,): pose features of the playing row, trajectory from the
-        springs' prediction in the character's root space (or the given ``request`` (4T,),
-        a trajectory already in that space)."""
-        raw = self.db.raw_features[self.frame].astype(np.float64).copy()
+    def _queries(self, request: np.ndarray | None = None) -> np.ndarray:
+        """Normalised queries (B, D) (see :meth:`query`)."""
+        raw = self.db.raw_features[self.frames].astype(np.float64)
         if request is None:
             traj = self.trajectory.predict().features(self.root_position, self.root_direction)
         else:
             traj = np.asarray(request, np.float64)
+        traj = traj.reshape(self.n, -1)
         t = self.db.trajectory_start
-        raw[t:t + len(traj)] = traj
+        raw[:, t:t + traj.shape[1]] = traj
         return self.db.normalize(raw)
 
-    def _search(self, next_row: int, request: np.ndarray | None = None, clips=None) -> tuple[int, bool]:
+    def query(self, request: np.ndarray | None = None) -> np.ndarray:
+        """Normalised query (D,) ((B, D) for a batch): pose features of the playing row,
+        trajectory from the springs' prediction in the character's root space (or the given
+        ``request`` (4T,) ((B, 4T)), a trajectory already in that space)."""
+        return self._one(self._queries(request))
+
+    def _search(self, due: np.ndarray, next_rows: np.ndarray, request: np.ndarray | None = None, clips=None
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """One search for the characters ``due`` (Q,) indices, each continuing to
+        ``next_rows`` (Q,) unless a match beats it: (rows to play (Q,), transitioned (Q,))."""
         cfg = self.config
-        q = self.query(request)
-        ex = Exclusion(current=self.frame, around=cfg.exclude_around, clip_end=cfg.exclude_clip_end, clips=clips)
+        q = self._queries(request)[due]
+        ex = Exclusion(current=self.frames[due], around=cfg.exclude_around, clip_end=cfg.exclude_clip_end, clips=clips)
         idx, cost = self.db.search(q, k=1, exclude=ex)
-        best = int(idx[0])
-        if best < 0:
-            return next_row, False
-        continuing = float(((self.db.features[next_row] - q) ** 2).sum())
-        if next_row < self._clip_stop and continuing <= float(cost[0]):
-            return next_row, False
-        return best, True
+        best = idx[:, 0]
+        continuing = ((self.db.features[next_rows] - q) ** 2).sum(-1)
+        keep = (best < 0) | ((next_rows < self._clip_stop[due]) & (continuing <= cost[:, 0]))
+        return np.where(keep, next_rows, best), ~keep
 
     # -- step -------------------------------------------------------------------------------
-    def step(self, stick: np.ndarray, dt: float, walk: bool = False, camera_yaw: float = 0.0,
-             facing_stick: np.ndarray | None = None) -> MatchingOutput:
-        """Advance by ``dt`` seconds with the (dead-zoned) ``stick`` (2,) held."""
+    def step(self, stick: np.ndarray, dt: float, walk: bool | np.ndarray = False,
+             camera_yaw: float | np.ndarray = 0.0, facing_stick: np.ndarray | None = None) -> MatchingOutput:
+        """Advance by ``dt`` seconds with the (dead-zoned) ``stick`` (2,) ((B, 2)) held."""
         cfg = self.config
         self.trajectory.update(np.asarray(stick, np.float64), dt, walk=walk, camera_yaw=camera_yaw,
                                facing_stick=facing_stick)
-        desired = self.trajectory.desired_velocity
-        rate = np.linalg.norm(desired - self._last_desired) / max(dt, 1e-9)
+        desired = self.trajectory.desired_velocity.reshape(self.n, 3)
+        rate = np.linalg.norm(desired - self._last_desired, axis=-1) / max(dt, 1e-9)
         self._last_desired = desired.copy()
 
         self.frames_since_search += 1
-        searched = (self.frame + 1 >= self._clip_stop or self.frames_since_search >= cfg.search_every
-                    or rate > cfg.force_search_rate)
+        searched = ((self.frames + 1 >= self._clip_stop) | (self.frames_since_search >= cfg.search_every)
+                    | (rate > cfg.force_search_rate))
         transitioned = self._advance(searched)
         self._move_root(dt)
-        out = self.inertializer.update(self._pose(self.frame), dt)
-        yaw = _yaw_quat(self.root_direction)
-        world_pos = yaw_rotate(self.root_direction, out.positions) + self.root_position
+        out = self.inertializer.update(self._pose(self.frames), dt)
+        world_pos = yaw_rotate(self.root_directions[:, None], out.positions) + self.root_positions[:, None]
+        yaw = _yaw_quat(self.root_directions)[:, None]
         world_rot = quat.mul(np.broadcast_to(yaw, out.rotations.shape), out.rotations)
-        contacts = self.db.contacts[self.frame]
+        contacts = self.db.contacts[self.frames]
         if cfg.foot_lock:
-            world_rot, world_pos = self.foot_lock.apply(world_rot, world_pos, contacts, dt)
-        return MatchingOutput(world_pos, world_rot, self.root_position.copy(), self.root_direction.copy(),
-                              self.frame, contacts.copy(), searched, transitioned,
-                              self._adjustment)
+            for i, lock in enumerate(self.foot_locks):
+                world_rot[i], world_pos[i] = lock.apply(world_rot[i], world_pos[i], contacts[i], dt)
+        if self.batch is None:
+            return MatchingOutput(world_pos[0], world_rot[0], self.root_positions[0].copy(),
+                                  self.root_directions[0].copy(), int(self.frames[0]), contacts[0].copy(),
+                                  bool(searched[0]), bool(transitioned[0]), float(self._adjustment[0]))
+        return MatchingOutput(world_pos, world_rot, self.root_positions.copy(), self.root_directions.copy(),
+                              self.frames.copy(), contacts.copy(), searched, transitioned, self._adjustment.copy())
 
     # -- driven by a trajectory request (evaluation) ----------------------------------------
     def start_from(self, pose: PoseState, features: np.ndarray, request: np.ndarray,
@@ -228,94 +297,110 @@ class MotionMatchingController:
         """Start from a pose that need not be a database row (e.g. the last frame of a
         held-out clip): the best row for its raw matching ``features`` (D,) with the
         trajectory ``request`` (4T,) starts playing, inertialized from ``pose``
-        (root space); the root is put at ``root_position`` facing ``root_direction``."""
-        raw = np.asarray(features, np.float64).copy()
+        (root space); the root is put at ``root_position`` facing ``root_direction``
+        (a batch: every argument with a leading (B,) dim)."""
+        n, j = self.n, self.num_joints
+        raw = np.asarray(features, np.float64).reshape(n, -1).copy()
+        req = np.asarray(request, np.float64).reshape(n, -1)
         t = self.db.trajectory_start
-        raw[t:t + len(request)] = request
+        raw[:, t:t + req.shape[1]] = req
         ex = Exclusion(clip_end=self.config.exclude_clip_end, clips=clips)
         idx, _ = self.db.search(self.db.normalize(raw), k=1, exclude=ex)
-        self.frame = max(int(idx[0]), 0)
-        self._clip_stop = self.db.ranges[self.db.clip_of(self.frame), 1]
+        self.frames = np.maximum(idx[:, 0], 0)
+        self._clip_stop = self.db.ranges[self.db.clip_of(self.frames), 1]
         self.inertializer.reset()
-        self.inertializer.transition(pose, self._pose(self.frame))
-        self.root_position = np.asarray(root_position, np.float64).copy()
-        self.root_direction = np.asarray(root_direction, np.float64).copy()
-        self.frames_since_search = 0
+        self.inertializer.transition(_batched(pose, n, j), self._pose(self.frames))
+        self.root_positions = np.asarray(root_position, np.float64).reshape(n, 3).copy()
+        self.root_directions = np.asarray(root_direction, np.float64).reshape(n, 3).copy()
+        self.frames_since_search[:] = 0
 
     def follow(self, request: np.ndarray, dt: float, clips=None) -> PoseState:
-        """Advance one frame toward a trajectory ``request`` (4T,) given in the character's
-        root space (the joystick of the retrieval controller), without the springs: a search
-        every ``search_every`` frames and at a clip's end, inertialized transitions, the root
-        moved by the playing row's own root motion (as the retrieval controller's root).
-        ``clips``: database clips never to play (e.g. the evaluated clip's own). Returns the
-        inertialized root-space pose; the root is ``root_position``/``root_direction``."""
+        """Advance one frame toward a trajectory ``request`` (4T,) ((B, 4T)) given in the
+        character's root space (the joystick of the retrieval controller), without the
+        springs: a search every ``search_every`` frames and at a clip's end, inertialized
+        transitions, the root moved by the playing row's own root motion (as the retrieval
+        controller's root). ``clips``: database clips never to play (e.g. the evaluated
+        clip's own). Returns the inertialized root-space pose; the root is
+        ``root_position``/``root_direction``."""
         self.frames_since_search += 1
-        self._advance(self.frame + 1 >= self._clip_stop or self.frames_since_search >= self.config.search_every,
+        self._advance((self.frames + 1 >= self._clip_stop) | (self.frames_since_search >= self.config.search_every),
                       request, clips)
         self._animate_root(dt)
-        return self.inertializer.update(self._pose(self.frame), dt)
+        out = self.inertializer.update(self._pose(self.frames), dt)
+        return _first(out) if self.batch is None else out
 
-    def _advance(self, search: bool, request: np.ndarray | None = None, clips=None) -> bool:
-        """Move to the next row to play: with ``search``, the best match when it beats
-        continuing (inertialized, as MM: switch at the current instant, the row shown now ->
-        the match, then both advance one frame so the offset decays over a real step); at a
-        clip's end with nothing better, hold its last row. Returns whether it transitioned."""
-        next_row = self.frame + 1
-        transitioned = False
-        if search:
-            self.frames_since_search = 0
-            target, transitioned = self._search(min(next_row, self._clip_stop - 1), request, clips)
-            if transitioned:
-                self.inertializer.transition(self._pose(self.frame), self._pose(target))
-                next_row = min(target + 1, int(self.db.ranges[self.db.clip_of(target), 1]) - 1)
-        if not transitioned and next_row >= self._clip_stop:
-            next_row = self._clip_stop - 1
-        self.frame = next_row
-        self._clip_stop = self.db.ranges[self.db.clip_of(self.frame), 1]
+    def _advance(self, search: np.ndarray, request: np.ndarray | None = None, clips=None) -> np.ndarray:
+        """Move every character to its next row to play: where ``search`` (B,), the best
+        match when it beats continuing (inertialized, as MM: switch at the current instant,
+        the row shown now -> the match, then both advance one frame so the offset decays
+        over a real step); at a clip's end with nothing better, hold its last row. Returns
+        (B,) whether each transitioned."""
+        next_rows = self.frames + 1
+        transitioned = np.zeros(self.n, bool)
+        due = np.flatnonzero(search)
+        if len(due):
+            self.frames_since_search[due] = 0
+            target, trans = self._search(due, np.minimum(next_rows[due], self._clip_stop[due] - 1), request, clips)
+            moved = due[trans]
+            if len(moved):
+                target = target[trans]
+                self.inertializer.transition(self._pose(self.frames[moved]), self._pose(target), moved)
+                next_rows[moved] = np.minimum(target + 1, self.db.ranges[self.db.clip_of(target), 1] - 1)
+                transitioned[moved] = True
+        hold = ~transitioned & (next_rows >= self._clip_stop)
+        next_rows[hold] = self._clip_stop[hold] - 1
+        self.frames = next_rows
+        self._clip_stop = self.db.ranges[self.db.clip_of(self.frames), 1]
         return transitioned
 
-    def _animate_root(self, dt: float) -> tuple[np.ndarray, float, np.ndarray, float]:
-        """Move and turn the root by the playing row's own root motion (position kept on the
-        floor, facing set); returns the row's root velocity (3,) in root space, its yaw rate
-        (rad/s), the animated position before it was put on the floor (3,), and the new
-        facing angle (radians)."""
+    def _animate_root(self, dt: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Move and turn the roots by the playing rows' own root motion (positions kept on
+        the floor, facings set); returns the rows' root velocities (B, 3) in root space,
+        their yaw rates (B,) (rad/s), the animated positions before they were put on the
+        floor (B, 3), and the new facing angles (B,) (radians)."""
         a, b = self.layout["root_velocity"]
-        v_rs = self.db.pose[self.frame, a:b].astype(np.float64)
+        v_rs = self.db.pose[self.frames, a:b].astype(np.float64)
         a, b = self.layout["root_angular_velocity"]
-        yaw_rate = float(self.db.pose[self.frame, a + 1])
-        self.root_position = self.root_position + yaw_rotate(self.root_direction, v_rs) * dt
-        animated = self.root_position.copy()
-        self.root_position[1] = 0
-        ang = np.arctan2(self.root_direction[0], self.root_direction[2]) + yaw_rate * dt
-        self.root_direction = np.array([np.sin(ang), 0.0, np.cos(ang)])
-        return v_rs, yaw_rate, animated, float(ang)
+        yaw_rate = self.db.pose[self.frames, a + 1].astype(np.float64)
+        self.root_positions = self.root_positions + yaw_rotate(self.root_directions, v_rs) * dt
+        animated = self.root_positions.copy()
+        self.root_positions[:, 1] = 0
+        ang = np.arctan2(self.root_directions[:, 0], self.root_directions[:, 2]) + yaw_rate * dt
+        self.root_directions = _directions(ang)
+        return v_rs, yaw_rate, animated, ang
 
     def _move_root(self, dt: float) -> None:
-        """Root motion of the playing row, then pull toward the simulation and clamp."""
+        """Root motion of the playing rows, then pull toward the simulation and clamp."""
         cfg = self.config
         v_rs, yaw_rate, animated, ang = self._animate_root(dt)
         sim = self.trajectory.sim
-        sim_dir = sim.direction
-        sim_ang = np.arctan2(sim_dir[0], sim_dir[2])
+        sim_pos = sim.position.reshape(self.n, 3)
+        sim_dir = sim.direction.reshape(self.n, 3)
+        sim_ang = np.arctan2(sim_dir[:, 0], sim_dir[:, 2])
         # pull toward the simulation, at most adjust_speed_ratio x the animation's speed (MM)
-        speed = float(np.linalg.norm(v_rs))
-        step = springs.damper(self.root_position, sim.position, cfg.adjust_halflife, dt) - self.root_position
-        n = float(np.linalg.norm(step))
+        speed = np.linalg.norm(v_rs, axis=-1)
+        step = springs.damper(self.root_positions, sim_pos, cfg.adjust_halflife, dt) - self.root_positions
+        n = np.linalg.norm(step, axis=-1)
         limit = cfg.adjust_speed_ratio * speed * dt
-        if n > limit:
-            step *= limit / n
-        self.root_position = self.root_position + step
+        over = n > limit
+        step[over] *= (limit[over] / n[over])[:, None]
+        self.root_positions = self.root_positions + step
         diff = np.angle(np.exp(1j * (sim_ang - ang)))
         turn = diff * (1 - np.exp(-np.log(2) * dt / cfg.adjust_rotation_halflife))
-        turn_limit = cfg.adjust_speed_ratio * abs(yaw_rate) * dt
-        ang = ang + float(np.clip(turn, -turn_limit, turn_limit))
+        turn_limit = cfg.adjust_speed_ratio * np.abs(yaw_rate) * dt
+        ang = ang + np.clip(turn, -turn_limit, turn_limit)
         # clamp
-        off = self.root_position - sim.position
-        dist = np.linalg.norm(off)
-        if dist > cfg.clamp_distance:
-            self.root_position = sim.position + off * (cfg.clamp_distance / dist)
+        off = self.root_positions - sim_pos
+        dist = np.linalg.norm(off, axis=-1)
+        far = dist > cfg.clamp_distance
+        self.root_positions[far] = sim_pos[far] + off[far] * (cfg.clamp_distance / dist[far])[:, None]
         diff = np.angle(np.exp(1j * (ang - sim_ang)))
-        if abs(diff) > cfg.clamp_angle:
-            ang = sim_ang + np.sign(diff) * cfg.clamp_angle
-        self.root_direction = np.array([np.sin(ang), 0.0, np.cos(ang)])
-        self._adjustment = float(np.linalg.norm((self.root_position - animated)[[0, 2]]))
+        wide = np.abs(diff) > cfg.clamp_angle
+        ang = np.where(wide, sim_ang + np.sign(diff) * cfg.clamp_angle, ang)
+        self.root_directions = _directions(ang)
+        self._adjustment = np.linalg.norm((self.root_positions - animated)[:, [0, 2]], axis=-1)
+
+
+def _directions(ang: np.ndarray) -> np.ndarray:
+    """Floor directions (B, 3) of yaw angles (B,)."""
+    return np.stack([np.sin(ang), np.zeros_like(ang), np.cos(ang)], -1)

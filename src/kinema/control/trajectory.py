@@ -62,43 +62,60 @@ def yaw_direction(yaw: float) -> np.ndarray:
     return np.array([np.sin(yaw), 0.0, np.cos(yaw)])
 
 
-def _direction_yaw(d: np.ndarray) -> float:
-    return float(np.arctan2(d[0], d[2]))
+def _direction_yaw(d: np.ndarray) -> np.ndarray:
+    """Yaw (...) float64 of floor directions (..., 3) (float32 directions: the float32
+    angle, widened)."""
+    d = np.asarray(d)
+    return np.arctan2(d[..., 0], d[..., 2]).astype(np.float64)
 
 
-def stick_to_world(stick: np.ndarray, frame_yaw: float) -> np.ndarray:
-    """A stick (2,) read in a frame facing ``frame_yaw`` as a world floor vector (3,):
-    +y is the frame's forward, +x its right (-X for a frame facing +Z)."""
-    local = np.array([-stick[0], 0.0, stick[1]])
+def stick_to_world(stick: np.ndarray, frame_yaw: float | np.ndarray) -> np.ndarray:
+    """Sticks (..., 2) read in frames facing ``frame_yaw`` (...) as world floor vectors
+    (..., 3): +y is the frame's forward, +x its right (-X for a frame facing +Z)."""
+    stick = np.asarray(stick)
+    lx, lz = -stick[..., 0], stick[..., 1]
     c, s = np.cos(frame_yaw), np.sin(frame_yaw)
-    return np.array([c * local[0] + s * local[2], 0.0, c * local[2] - s * local[0]])
+    return _floor(c * lx + s * lz, c * lz - s * lx)
+
+
+def _floor(x: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """Floor vectors (..., 3) from their x and z (...)."""
+    x, z = np.broadcast_arrays(x, z)
+    return np.stack([x, np.zeros_like(x), z], -1)
 
 
 def desired_velocity(stick_world: np.ndarray, facing: np.ndarray, speeds: np.ndarray) -> np.ndarray:
-    """World floor velocity (3,) for a world stick vector, scaled anisotropically by the
-    (forward, sideways, backward) ``speeds`` in the character's facing frame."""
+    """World floor velocities (..., 3) for world stick vectors (..., 3), scaled
+    anisotropically by the (forward, sideways, backward) ``speeds`` (..., 3) in the
+    characters' facing frames (facings (..., 3))."""
     yaw = _direction_yaw(facing)
     c, s = np.cos(yaw), np.sin(yaw)
-    lx = c * stick_world[0] - s * stick_world[2]       # into the facing frame
-    lz = s * stick_world[0] + c * stick_world[2]
-    lx *= speeds[1]
-    lz *= speeds[0] if lz > 0 else speeds[2]
-    return np.array([c * lx + s * lz, 0.0, c * lz - s * lx])
+    lx = c * stick_world[..., 0] - s * stick_world[..., 2]       # into the facing frame
+    lz = s * stick_world[..., 0] + c * stick_world[..., 2]
+    lx = lx * speeds[..., 1]
+    lz = lz * np.where(lz > 0, speeds[..., 0], speeds[..., 2])
+    return _floor(c * lx + s * lz, c * lz - s * lx)
 
 
-def _yaw_quat(yaw: float) -> np.ndarray:
-    return np.array([np.cos(yaw / 2), 0.0, np.sin(yaw / 2), 0.0])
+def _yaw_quat(yaw: float | np.ndarray) -> np.ndarray:
+    """Yaw quaternions (..., 4) of angles (...)."""
+    half = np.asarray(yaw) / 2
+    c = np.cos(half)
+    z = np.zeros_like(c)
+    return np.stack([c, z, np.sin(half), z], -1)
 
 
 @dataclass
 class Simulation:
-    """The simulated character root, advanced by springs.
+    """The simulated character root(s), advanced by springs: one character, or a batch with
+    leading dims (...) on every field (see :class:`TrajectoryController`).
 
     Attributes:
-        position, velocity, acceleration: (3,) floor vectors (y = 0).
-        rotation: (4,) yaw quaternion; angular_velocity: (3,) rad/s.
-        gait: 0 running .. 1 walking (springy), with its rate ``gait_velocity``.
-        desired_rotation: (4,) the facing goal kept while the stick is released.
+        position, velocity, acceleration: (..., 3) floor vectors (y = 0).
+        rotation: (..., 4) yaw quaternion; angular_velocity: (..., 3) rad/s.
+        gait: 0 running .. 1 walking (springy), with its rate ``gait_velocity`` (floats for
+            one character, (...) arrays for a batch).
+        desired_rotation: (..., 4) the facing goal kept while the stick is released.
     """
 
     position: np.ndarray = field(default_factory=lambda: np.zeros(3))
@@ -106,23 +123,23 @@ class Simulation:
     acceleration: np.ndarray = field(default_factory=lambda: np.zeros(3))
     rotation: np.ndarray = field(default_factory=lambda: np.array([1.0, 0.0, 0.0, 0.0]))
     angular_velocity: np.ndarray = field(default_factory=lambda: np.zeros(3))
-    gait: float = 0.0
-    gait_velocity: float = 0.0
+    gait: float | np.ndarray = 0.0
+    gait_velocity: float | np.ndarray = 0.0
     desired_rotation: np.ndarray = field(default_factory=lambda: np.array([1.0, 0.0, 0.0, 0.0]))
 
     @property
     def direction(self) -> np.ndarray:
-        """Facing (3,): the rotation applied to +Z."""
-        return quat.rotate(self.rotation, np.array([0.0, 0.0, 1.0]))
+        """Facing (..., 3): the rotation applied to +Z."""
+        return quat.rotate(self.rotation, np.broadcast_to([0.0, 0.0, 1.0], self.position.shape))
 
 
 @dataclass
 class Prediction:
-    """Predicted simulation at future times.
+    """Predicted simulation at future times (of one character, or of a batch (...)).
 
     Attributes:
-        times: (T,) seconds ahead; positions (T, 3); directions (T, 3) unit floor vectors;
-        velocities (T, 3) m/s.
+        times: (T,) seconds ahead; positions (..., T, 3); directions (..., T, 3) unit floor
+        vectors; velocities (..., T, 3) m/s.
     """
 
     times: np.ndarray
@@ -131,56 +148,69 @@ class Prediction:
     velocities: np.ndarray
 
     def features(self, root_position: np.ndarray, root_direction: np.ndarray) -> np.ndarray:
-        """Trajectory matching features (4T,): positions (x, z) relative to the root, then
-        directions (x, z), both in the root's space (the database layout)."""
+        """Trajectory matching features (..., 4T): positions (x, z) relative to the roots
+        (..., 3), then directions (x, z), both in the roots' space (the database layout)."""
         yaw = _direction_yaw(root_direction)
-        c, s = np.cos(yaw), np.sin(yaw)
+        c, s = np.cos(yaw)[..., None], np.sin(yaw)[..., None]
+        lead = self.positions.shape[:-2]
 
         def local(v):
-            return np.stack([c * v[:, 0] - s * v[:, 2], s * v[:, 0] + c * v[:, 2]], axis=1)
-        rel = self.positions - np.asarray(root_position)[None]
-        return np.concatenate([local(rel).ravel(), local(self.directions).ravel()])
+            return np.stack([c * v[..., 0] - s * v[..., 2], s * v[..., 0] + c * v[..., 2]], axis=-1).reshape(lead + (-1,))
+        rel = self.positions - np.asarray(root_position)[..., None, :]
+        return np.concatenate([local(rel), local(self.directions)], -1)
 
 
 class TrajectoryController:
-    """Sticks -> springs -> the simulated root and its predicted future.
+    """Sticks -> springs -> the simulated root and its predicted future, for one character
+    or, with ``batch``, for B characters stepped at once (every argument and state field
+    gains a leading (B,) dim; one character runs the same array code without it).
 
     Args:
         config: speeds, halflives, prediction times.
-        position: start position (3,) and ``yaw`` start facing (radians).
+        position: start position (3,) (or (B, 3)) and ``yaw`` start facing (radians, or (B,)).
+        batch: number of characters (None: one, with unbatched shapes).
     """
 
-    def __init__(self, config: ControlConfig | None = None, position=(0.0, 0.0, 0.0), yaw: float = 0.0):
+    def __init__(self, config: ControlConfig | None = None, position=(0.0, 0.0, 0.0), yaw: float | np.ndarray = 0.0,
+                 batch: int | None = None):
         self.config = config or ControlConfig()
-        self.sim = Simulation(position=np.array(position, np.float64) * [1, 0, 1],
-                              rotation=_yaw_quat(yaw), desired_rotation=_yaw_quat(yaw))
-        self.desired_velocity = np.zeros(3)
+        lead = () if batch is None else (int(batch),)
+        pos = np.broadcast_to(np.asarray(position, np.float64) * [1, 0, 1], lead + (3,)).copy()
+        rot = np.broadcast_to(_yaw_quat(yaw), lead + (4,)).copy()
+        zero = np.zeros(lead + (3,))
+        self.sim = Simulation(position=pos, velocity=zero.copy(), acceleration=zero.copy(), rotation=rot,
+                              angular_velocity=zero.copy(), gait=0.0 if batch is None else np.zeros(lead),
+                              gait_velocity=0.0 if batch is None else np.zeros(lead), desired_rotation=rot.copy())
+        self.desired_velocity = zero.copy()
 
-    def targets(self, stick: np.ndarray, camera_yaw: float = 0.0, facing_stick: np.ndarray | None = None
+    def targets(self, stick: np.ndarray, camera_yaw: float | np.ndarray = 0.0, facing_stick: np.ndarray | None = None
                 ) -> tuple[np.ndarray, np.ndarray]:
-        """Desired world velocity (3,) and desired rotation (4,) for a (dead-zoned) stick."""
+        """Desired world velocity (..., 3) and desired rotation (..., 4) for (dead-zoned)
+        sticks (..., 2)."""
         cfg, sim = self.config, self.sim
-        frame_yaw = camera_yaw if cfg.camera_relative else _direction_yaw(sim.direction)
+        direction = sim.direction
+        frame_yaw = camera_yaw if cfg.camera_relative else _direction_yaw(direction)
         world = stick_to_world(np.asarray(stick, np.float64), frame_yaw)
-        speeds = (1 - sim.gait) * np.array(cfg.run_speeds) + sim.gait * np.array(cfg.walk_speeds)
-        vel = desired_velocity(world, sim.direction, speeds)
-        if facing_stick is not None and np.hypot(*facing_stick) > 0.01:  # strafe: face the right stick
-            d = stick_to_world(np.asarray(facing_stick, np.float64), frame_yaw)
-            rot = _yaw_quat(_direction_yaw(d))
-        elif np.linalg.norm(world) > 0.01:
-            rot = _yaw_quat(_direction_yaw(vel))
-        else:
-            rot = sim.desired_rotation
+        gait = np.asarray(sim.gait)[..., None]
+        speeds = (1 - gait) * np.array(cfg.run_speeds) + gait * np.array(cfg.walk_speeds)
+        vel = desired_velocity(world, direction, speeds)
+        moving = (np.sqrt((world * world).sum(-1)) > 0.01)[..., None]
+        rot = np.where(moving, _yaw_quat(_direction_yaw(vel)), sim.desired_rotation)
+        if facing_stick is not None:   # strafe: face the right stick
+            fs = np.asarray(facing_stick, np.float64)
+            strafe = (np.hypot(fs[..., 0], fs[..., 1]) > 0.01)[..., None]
+            rot = np.where(strafe, _yaw_quat(_direction_yaw(stick_to_world(fs, frame_yaw))), rot)
         return vel, rot
 
-    def update(self, stick: np.ndarray, dt: float, walk: bool = False, camera_yaw: float = 0.0,
-               facing_stick: np.ndarray | None = None) -> Simulation:
-        """Advance the simulation by ``dt`` seconds with the stick (already dead-zoned,
-        e.g. by :func:`read_stick`) held; returns the new state."""
+    def update(self, stick: np.ndarray, dt: float, walk: bool | np.ndarray = False,
+               camera_yaw: float | np.ndarray = 0.0, facing_stick: np.ndarray | None = None) -> Simulation:
+        """Advance the simulation by ``dt`` seconds with the sticks (..., 2) (already
+        dead-zoned, e.g. by :func:`read_stick`) held; ``walk`` a bool (or (...)); returns
+        the new state."""
         sim, cfg = self.sim, self.config
-        g, gv = springs.spring(np.array(sim.gait), np.array(sim.gait_velocity), np.array(float(walk)),
-                               cfg.gait_halflife, dt)
-        sim.gait, sim.gait_velocity = float(g), float(gv)
+        g, gv = springs.spring(np.asarray(sim.gait, np.float64), np.asarray(sim.gait_velocity, np.float64),
+                               np.asarray(walk, np.float64), cfg.gait_halflife, dt)
+        sim.gait, sim.gait_velocity = (float(g), float(gv)) if np.ndim(g) == 0 else (g, gv)
         vel, rot = self.targets(stick, camera_yaw, facing_stick)
         self.desired_velocity = vel
         sim.desired_rotation = rot
@@ -194,14 +224,15 @@ class TrajectoryController:
     def predict(self, times: np.ndarray | None = None) -> Prediction:
         """The simulation at future ``times`` (s; default config.times), input held:
         positions from the velocity spring and facing from the rotation spring, both in
-        closed form from the current state."""
+        closed form from the current state; shapes (..., T, 3)."""
         cfg, sim = self.config, self.sim
         t = np.asarray(cfg.times if times is None else times, np.float64)
         pos, vel, _ = springs.velocity_spring_predict(sim.position, sim.velocity, sim.acceleration,
                                                       self.desired_velocity, cfg.position_halflife, t)
-        rots = np.stack([springs.quat_spring(sim.rotation, sim.angular_velocity, sim.desired_rotation,
-                                             cfg.rotation_halflife, float(ti))[0] for ti in t])
-        dirs = quat.rotate(rots, np.broadcast_to([0.0, 0.0, 1.0], (len(t), 3)))
-        dirs[:, 1] = 0
-        dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
-        return Prediction(t, pos, dirs, vel)
+        tt = t.reshape((-1,) + (1,) * sim.rotation.ndim)
+        rots, _ = springs.quat_spring(sim.rotation[None], sim.angular_velocity[None], sim.desired_rotation[None],
+                                      cfg.rotation_halflife, tt)
+        dirs = quat.rotate(rots, np.broadcast_to([0.0, 0.0, 1.0], rots.shape[:-1] + (3,)))
+        dirs[..., 1] = 0
+        dirs /= np.linalg.norm(dirs, axis=-1, keepdims=True)
+        return Prediction(t, *(np.moveaxis(a, 0, -2) for a in (pos, dirs, vel)))

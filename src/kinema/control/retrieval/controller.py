@@ -1,4 +1,9 @@
-"""Runtime character controller around a retrieval checkpoint (one character, per frame).
+"""Runtime character controllers around a retrieval checkpoint, per frame.
+
+:class:`RetrievalCrowd` steps B characters at once (one batched network step, one batched
+search over the characters due a refresh); :class:`RetrievalController` is one character,
+a view of a crowd of one (the same arrays and the same operations, so its outputs are
+those of the crowd's first character).
 
 Three modes share one character state (pose vector, root on the floor) so they can be
 switched live:
@@ -12,6 +17,11 @@ switched live:
 
 The joystick is the 12-d trajectory request relative to the character's root
 (:meth:`kinema.control.trajectory.Prediction.features` gives it from a gamepad).
+
+A crowd may stagger its searches: character i refreshes its candidates on the frames where
+``(frame + phase[i]) % refresh == 0`` (``phase`` 0 for all: every character searches on the
+same frames, as one controller does), so a frame searches about B / refresh characters
+instead of B every ``refresh`` frames.
 """
 from __future__ import annotations
 
@@ -37,35 +47,47 @@ ADJUST_CLAMP = 0.5      # m, the root never lags the simulation object by more
 
 def pose_to_world(pose: np.ndarray, num_joints: int, root_position, root_direction
                   ) -> tuple[np.ndarray, np.ndarray]:
-    """World (rotations (J, 4) w,x,y,z, positions (J, 3) metres) of a database pose vector
-    (P,) (root-space layout of :func:`kinema.matching.database.pose_layout`) placed at the
-    root ``root_position`` (3,) facing the floor direction ``root_direction`` (3,)."""
+    """World (rotations (..., J, 4) w,x,y,z, positions (..., J, 3) metres) of database pose
+    vectors (..., P) (root-space layout of :func:`kinema.matching.database.pose_layout`)
+    placed at the roots ``root_position`` (..., 3) facing the floor directions
+    ``root_direction`` (..., 3)."""
     layout = {name: (a, b) for name, a, b in pose_layout(num_joints)}
+    lead = np.shape(pose)[:-1]
     a, b = layout["joint_rotations_6d"]
-    local = quat.from_6d(np.asarray(pose[a:b], np.float64).reshape(-1, 6))
+    local = quat.from_6d(np.asarray(pose[..., a:b], np.float64).reshape(lead + (-1, 6)))
     a, b = layout["joint_positions"]
     d = np.asarray(root_direction, np.float64)
-    yaw = np.arctan2(d[0], d[2])
-    ry = np.array([np.cos(yaw / 2), 0.0, np.sin(yaw / 2), 0.0])
-    pos = quat.rotate(ry, np.asarray(pose[a:b], np.float64).reshape(-1, 3)) + np.asarray(root_position, np.float64)
+    yaw = np.arctan2(d[..., 0], d[..., 2])
+    zero = np.zeros_like(yaw)
+    ry = np.stack([np.cos(yaw / 2), zero, np.sin(yaw / 2), zero], -1)[..., None, :]
+    pos = quat.rotate(ry, np.asarray(pose[..., a:b], np.float64).reshape(lead + (-1, 3))) \
+        + np.asarray(root_position, np.float64)[..., None, :]
     return quat.mul(ry, local).astype(np.float32), pos.astype(np.float32)
 
 
-class RetrievalController:
-    """Drive one character with a retrieval checkpoint (see the module docstring).
+class RetrievalCrowd:
+    """Drive B characters with one retrieval checkpoint (see the module docstring).
 
     Args:
         checkpoint: path of a RetrievalMamba checkpoint trained with retrieval.
         db: its database (fingerprint checked).
+        batch: number of characters B.
         baseline: optional checkpoint trained without retrieval (same database).
-        start_row: database row whose pose starts the character (default: first row).
+        start_row: database row(s) (int or (B,)) whose pose starts each character.
         rigid: rebuild the joint positions of every predicted pose from its rotations
             (:func:`kinema.control.retrieval.pose.rigid_pose`): no drawn pose can stretch a
             bone (False: draw the network's positions as predicted).
+        phase: (B,) search offsets in frames (None: 0 for all; see the module docstring).
+
+    State (numpy, one row per character): ``poses`` (B, P) raw pose vectors, ``root_pos``
+    and ``root_dir`` (B, 3) float32 roots on the floor, ``contacts`` (B, 2) toe contacts.
     """
 
-    def __init__(self, checkpoint: str | Path, db: Database, baseline: str | Path | None = None,
-                 start_row: int = 0, mode: str = "retrieval", rigid: bool = True):
+    def __init__(self, checkpoint: str | Path, db: Database, batch: int = 1, baseline: str | Path | None = None,
+                 start_row: int | np.ndarray = 0, mode: str = "retrieval", rigid: bool = True,
+                 phase: np.ndarray | None = None):
+        if batch < 1:
+            raise KinemaError(f"a crowd needs at least one character, got batch={batch}")
         self.model, meta = load_checkpoint(checkpoint)
         if meta.get("fingerprint") != db.fingerprint:
             raise KinemaError(f"{checkpoint}: trained on database {meta.get('fingerprint')}, got {db.fingerprint}")
@@ -75,23 +97,36 @@ class RetrievalController:
             if bmeta.get("fingerprint") != db.fingerprint:
                 raise KinemaError(f"{baseline}: trained on database {bmeta.get('fingerprint')}, got {db.fingerprint}")
         self.db = db
+        self.batch = int(batch)
         self.norm = PoseNormaliser.from_json(meta["normalisation"]["pose"])
         self.retriever = Retriever.for_checkpoint(db, self.norm, meta)
+        if mode not in MODES:
+            raise KinemaError(f"unknown controller mode {mode!r}; choose from {MODES}")
         self.mode = mode
         self.rigid = rigid
-        self.reset(start_row)
+        self.reset(start_row, phase=phase)
 
-    def reset(self, row: int = 0, position=(0.0, 0.0, 0.0), direction=(0.0, 0.0, 1.0)) -> None:
-        """Put the character in database row ``row``'s pose at a root on the floor."""
-        self.pose = self.db.pose[row].copy()
-        self.root_pos = np.array([position], np.float32)
-        self.root_dir = np.array([direction], np.float32)
-        self.state = self.model.initial_state(1)
-        self.base_state = None if self.base is None else self.base.initial_state(1)
-        self.stream = CandidateStream(self.retriever, None, None)
+    def reset(self, row: int | np.ndarray = 0, position=(0.0, 0.0, 0.0), direction=(0.0, 0.0, 1.0),
+              phase: np.ndarray | None = None) -> None:
+        """Put every character in database row ``row``'s pose (int or (B,)) at a root on the
+        floor: ``position`` and ``direction`` (3,) for all or (B, 3) each; ``phase`` (B,)
+        search offsets (None keeps the current ones, 0 at construction)."""
+        b = self.batch
+        rows = np.broadcast_to(np.asarray(row, np.int64), (b,))
+        self.poses = self.db.pose[rows].copy()
+        self.root_pos = np.array(np.broadcast_to(np.asarray(position, np.float32), (b, 3)))
+        self.root_dir = np.array(np.broadcast_to(np.asarray(direction, np.float32), (b, 3)))
+        self.state = self.model.initial_state(b)
+        self.base_state = None if self.base is None else self.base.initial_state(b)
+        if phase is not None:
+            self.phase = np.broadcast_to(np.asarray(phase, np.int64), (b,)).copy()
+        elif getattr(self, "phase", None) is None:
+            self.phase = np.zeros(b, np.int64)
+        self.stream = CandidateStream(self.retriever, None, None, phase=self.phase)
         self.frame = 0
         self.played = None
-        self.contacts = np.zeros(2, np.float32)
+        self.since = np.zeros(b, np.int64)
+        self.contacts = np.zeros((b, 2), np.float32)
 
     def set_mode(self, mode: str) -> None:
         if mode not in MODES:
@@ -101,64 +136,145 @@ class RetrievalController:
 
     @torch.no_grad()
     def step(self, control: np.ndarray) -> np.ndarray:
-        """Advance one frame (1/60 s) with the joystick ``control`` (12,); returns the raw
-        pose vector (P,)."""
-        ctrl = np.asarray(control, np.float32).reshape(1, 12)
-        pose_n = torch.as_tensor(self.norm.normalise(self.pose[None]))
+        """Advance every character one frame (1/60 s) with its joystick ``control`` (B, 12);
+        returns the raw pose vectors (B, P) (the crowd's ``poses``)."""
+        b = self.batch
+        ctrl = np.asarray(control, np.float32).reshape(b, 12)
+        pose_n = torch.as_tensor(self.norm.normalise(self.poses))
         c = torch.as_tensor(ctrl)
-        _, cand = self.stream(self.frame, self.pose[None], ctrl)
+        _, cand = self.stream(self.frame, self.poses, ctrl)
         out, self.state = self.model.step(self.state, c, pose_n, torch.as_tensor(cand) if self.mode == "retrieval" else None)
         if self.base is not None:
             bout, self.base_state = self.base.step(self.base_state, c, pose_n)
         if self.mode == "matching":
-            if self.played is None or self.frame % self.retriever.refresh == 0:
-                idx, _ = self.db.search(query(self.retriever, self.pose[None], ctrl), 1)
-                self.played, self.since = int(idx[0, 0]), 0
+            due = np.ones(b, bool) if self.played is None else (self.frame + self.phase) % self.retriever.refresh == 0
+            if due.any():
+                idx, _ = self.db.search(query(self.retriever, self.poses[due], ctrl[due]), 1)
+                if self.played is None:
+                    self.played = np.zeros(b, np.int64)
+                self.played[due] = idx[:, 0]
+                self.since[due] = 0
             self.since += 1
-            row = int(self.db.successor(np.array([self.played]), self.since)[0])
-            new = self.db.pose[row].copy()
-            self.contacts = self.db.contacts[row].astype(np.float32)
+            rows = self.db.successor(self.played, self.since)
+            new = self.db.pose[rows].copy()
+            self.contacts = self.db.contacts[rows].astype(np.float32)
         else:
             o = bout if (self.mode == "no_retrieval" and self.base is not None) else out
-            new = self.norm.denormalise(o["pose"].numpy())[0]
+            new = self.norm.denormalise(o["pose"].numpy())
             if self.rigid:
                 new = rigid_pose(self.db, new)
-            self.contacts = (torch.sigmoid(o["contact_logits"])[0].numpy() > 0.5).astype(np.float32)
-        if not np.all(np.isfinite(new)):
-            raise KinemaError(f"the {self.mode} controller produced a non-finite pose at frame {self.frame}")
-        self.pose = new
-        self.root_pos, self.root_dir = integrate_root(self.root_pos, self.root_dir, root_motion(self.db, new[None]),
+            self.contacts = (torch.sigmoid(o["contact_logits"]).numpy() > 0.5).astype(np.float32)
+        bad = ~np.isfinite(new).all(-1)
+        if bad.any():
+            raise KinemaError(f"the {self.mode} controller produced a non-finite pose at frame {self.frame} "
+                              f"(characters {np.flatnonzero(bad).tolist()[:8]})")
+        self.poses = new
+        self.root_pos, self.root_dir = integrate_root(self.root_pos, self.root_dir, root_motion(self.db, new),
                                                       self.db.fps)
         self.frame += 1
         return new
 
     def adjust_toward(self, position: np.ndarray, direction: np.ndarray, dt: float) -> None:
-        """Motion Matching's adjustment and clamping (NOTES.md 1.5): the character's root
-        moves toward the simulation object at ``position`` (3,) with a damper of
+        """Motion Matching's adjustment and clamping (NOTES.md 1.5): each character's root
+        moves toward its simulation object at ``position`` (B, 3) with a damper of
         ADJUST_HALFLIFE and never lags it by more than ADJUST_CLAMP; its facing turns toward
-        ``direction`` (3,) the same way."""
+        ``direction`` (B, 3) the same way."""
         a = 1.0 - 0.5 ** (dt / ADJUST_HALFLIFE)
-        goal = np.asarray(position, np.float32) * [1, 0, 1]
-        pos = self.root_pos[0] + a * (goal - self.root_pos[0])
+        goal = np.asarray(position, np.float32).reshape(-1, 3) * [1, 0, 1]
+        direction = np.asarray(direction).reshape(-1, 3)
+        pos = self.root_pos + a * (goal - self.root_pos)
         off = pos - goal
-        dist = float(np.linalg.norm(off))
-        if dist > ADJUST_CLAMP:
-            pos = pos - off * (1 - ADJUST_CLAMP / dist)
-        yaw = np.arctan2(self.root_dir[0, 0], self.root_dir[0, 2])
-        want = np.arctan2(direction[0], direction[2])
-        yaw += a * ((want - yaw + np.pi) % (2 * np.pi) - np.pi)
-        self.root_pos[0] = pos.astype(np.float32)
-        self.root_dir[0] = np.array([np.sin(yaw), 0.0, np.cos(yaw)], np.float32)
+        dist = np.sqrt((off * off).sum(-1))
+        far = dist > ADJUST_CLAMP
+        if far.any():
+            pos[far] -= off[far] * (1 - ADJUST_CLAMP / dist[far])[:, None]
+        yaw = np.arctan2(self.root_dir[:, 0], self.root_dir[:, 2])
+        want = np.arctan2(direction[:, 0], direction[:, 2])
+        yaw = yaw + a * ((want - yaw + np.pi) % (2 * np.pi) - np.pi)
+        self.root_pos[:] = pos.astype(np.float32)
+        self.root_dir[:] = np.stack([np.sin(yaw), np.zeros_like(yaw), np.cos(yaw)], -1).astype(np.float32)
+
+    def world_pose(self) -> tuple[np.ndarray, np.ndarray]:
+        """World poses (rotations (B, J, 4), positions (B, J, 3)) of the current pose vectors."""
+        return pose_to_world(self.poses, self.db.num_joints, self.root_pos, self.root_dir)
+
+    def joint_positions(self) -> np.ndarray:
+        """World joint positions (B, J, 3) of the current poses."""
+        return yaw_rotate(self.root_dir[:, None], joint_positions(self.db, self.poses)) + self.root_pos[:, None]
+
+
+class RetrievalController:
+    """Drive one character with a retrieval checkpoint: a view of a :class:`RetrievalCrowd`
+    of one (``crowd``), with per-character shapes (pose (P,), joystick (12,)).
+
+    Args: those of :class:`RetrievalCrowd` for one character (``phase`` an int).
+    """
+
+    def __init__(self, checkpoint: str | Path, db: Database, baseline: str | Path | None = None,
+                 start_row: int = 0, mode: str = "retrieval", rigid: bool = True, phase: int = 0):
+        self.crowd = RetrievalCrowd(checkpoint, db, 1, baseline, start_row, mode, rigid, phase=np.array([phase]))
+
+    def __getattr__(self, name: str):
+        # model, base, db, norm, retriever, mode, rigid, state, base_state, frame, stream: the crowd's
+        if name == "crowd":
+            raise AttributeError(name)
+        return getattr(self.crowd, name)
+
+    def __setattr__(self, name: str, value) -> None:
+        if name == "crowd":
+            object.__setattr__(self, name, value)
+        elif name in ("pose", "contacts"):
+            raise AttributeError(f"{name} is read-only (write into it, or reset the character)")
+        else:   # mode, rigid, ...: the crowd's, which the step reads
+            setattr(self.crowd, name, value)
+
+    @property
+    def pose(self) -> np.ndarray:
+        """The raw pose vector (P,)."""
+        return self.crowd.poses[0]
+
+    @property
+    def root_pos(self) -> np.ndarray:
+        """Root position (1, 3) float32 (the crowd's array: writing it moves the character)."""
+        return self.crowd.root_pos
+
+    @property
+    def root_dir(self) -> np.ndarray:
+        """Root facing (1, 3) float32 (the crowd's array)."""
+        return self.crowd.root_dir
+
+    @property
+    def contacts(self) -> np.ndarray:
+        """Toe contacts (2,) of the current pose."""
+        return self.crowd.contacts[0]
+
+    def reset(self, row: int = 0, position=(0.0, 0.0, 0.0), direction=(0.0, 0.0, 1.0)) -> None:
+        """Put the character in database row ``row``'s pose at a root on the floor."""
+        self.crowd.reset(row, position, direction)
+
+    def set_mode(self, mode: str) -> None:
+        self.crowd.set_mode(mode)
+
+    def step(self, control: np.ndarray) -> np.ndarray:
+        """Advance one frame (1/60 s) with the joystick ``control`` (12,); returns the raw
+        pose vector (P,)."""
+        return self.crowd.step(np.asarray(control, np.float32).reshape(1, 12))[0]
+
+    def adjust_toward(self, position: np.ndarray, direction: np.ndarray, dt: float) -> None:
+        """:meth:`RetrievalCrowd.adjust_toward` for this character's ``position`` and
+        ``direction`` (3,)."""
+        self.crowd.adjust_toward(position, direction, dt)
 
     def world_pose(self) -> tuple[np.ndarray, np.ndarray]:
         """World pose (rotations (J, 4), positions (J, 3)) of the current pose vector."""
-        return pose_to_world(self.pose, self.db.num_joints, self.root_pos[0], self.root_dir[0])
+        rot, pos = self.crowd.world_pose()
+        return rot[0], pos[0]
 
     def joint_positions(self) -> np.ndarray:
         """World joint positions (J, 3) of the current pose."""
-        return yaw_rotate(self.root_dir[0], joint_positions(self.db, self.pose)) + self.root_pos[0]
+        return self.crowd.joint_positions()[0]
 
     @property
     def root(self) -> tuple[np.ndarray, np.ndarray]:
         """Root position and facing direction (3,), (3,)."""
-        return self.root_pos[0].copy(), self.root_dir[0].copy()
+        return self.crowd.root_pos[0].copy(), self.crowd.root_dir[0].copy()

@@ -86,23 +86,41 @@ class Rollout:
 
 
 class CandidateStream:
-    """Retrieval during a rollout: search every ``refresh`` frames, advance rows between."""
+    """Retrieval during a rollout: search every ``refresh`` frames, advance rows between.
 
-    def __init__(self, retriever: Retriever, exclude: np.ndarray | None, rng: np.random.Generator | None):
+    ``phase`` (B,) staggers the searches (a runtime crowd): sequence i searches on the frames
+    where ``(t + phase[i]) % refresh == 0`` (and on the first call); None searches every
+    sequence on the same frames."""
+
+    def __init__(self, retriever: Retriever, exclude: np.ndarray | None, rng: np.random.Generator | None,
+                 phase: np.ndarray | None = None):
         self.r, self.exclude, self.rng = retriever, exclude, rng
         self.rows = self.cost = None
         self.since = 0
+        self.phase = None if phase is None else np.asarray(phase, np.int64)
 
     def __call__(self, t: int, poses: np.ndarray, control: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Rows (B, k) and payloads (B, k, W) for frame ``t`` from raw poses/joysticks."""
-        if self.rows is None or t % self.r.refresh == 0:
+        if self.phase is not None and self.rows is not None:
+            self._staggered(t, poses, control)
+        elif self.rows is None or t % self.r.refresh == 0:
             idx, cost = self.r.search(query(self.r, poses, control), self.exclude)
             self.rows, self.cost = self.r.sample(idx, cost, self.rng)
-            self.since = 0
+            self.since = 0 if self.phase is None else np.zeros(len(poses), np.int64)
         else:
             self.since += 1
-        rows = self.r.db.successor(self.rows, self.since)
+        rows = self.r.db.successor(self.rows, self.since if self.phase is None else self.since[:, None])
         return rows, self.r.payload(rows, self.cost)
+
+    def _staggered(self, t: int, poses: np.ndarray, control: np.ndarray) -> None:
+        """Search only the sequences due at frame ``t``; the others advance one row."""
+        due = (t + self.phase) % self.r.refresh == 0
+        self.since += 1
+        if due.any():
+            ex = None if self.exclude is None else self.exclude[due]
+            idx, cost = self.r.search(query(self.r, poses[due], control[due]), ex)
+            self.rows[due], self.cost[due] = self.r.sample(idx, cost, self.rng)
+            self.since[due] = 0
 
 
 def _dropout_mask(b: int, k: int, rng: np.random.Generator | None, p_all: float, p_each: float) -> np.ndarray:

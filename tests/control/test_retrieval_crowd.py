@@ -1,0 +1,116 @@
+"""The batched retrieval runtime: a crowd of B characters stepped at once equals the same
+characters stepped one by one, and the single-character controller (a view of a crowd of
+one) still produces what it produced before batching (outputs pinned from that code)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from kinema.control.retrieval.controller import MODES, RetrievalController, RetrievalCrowd
+from kinema.errors import KinemaError
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL = ROOT / "models" / "retrieval_sample_games105.safetensors"
+BASELINE = ROOT / "models" / "retrieval_sample_games105_noretrieval.safetensors"
+PINNED = Path(__file__).parent / "data" / "retrieval_single_sample.npz"
+
+
+@pytest.fixture(scope="module")
+def sample_db():
+    from kinema.control.retrieval.evaluate import open_database
+    from kinema.nn.checkpoint import read_metadata
+
+    return open_database(None, read_metadata(MODEL))
+
+
+@pytest.fixture()
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)   # as the pinned outputs were written
+    yield
+    torch.set_num_threads(before)
+
+
+def test_single_controller_reproduces_the_pre_batching_outputs(sample_db, one_thread):
+    """Pinned: 60 frames of every mode written by the one-character controller before it
+    became a view of a crowd (tests/control/data/retrieval_single_sample.npz)."""
+    ref = np.load(PINNED)
+    ctl = RetrievalController(MODEL, sample_db, BASELINE)
+    for mode in MODES:
+        ctl.reset(7, (0.5, 0.0, -1.0), (0.6, 0.0, 0.8))
+        ctl.set_mode(mode)
+        poses, roots, contacts = [], [], []
+        for f, c in enumerate(ref["control"]):
+            poses.append(ctl.step(c))
+            ctl.adjust_toward(np.array([0.5 + f * 0.02, 0, -1.0]), np.array([0.0, 0, 1.0]), 1 / 60)
+            roots.append(np.concatenate(ctl.root))
+            contacts.append(ctl.contacts.copy())
+        np.testing.assert_allclose(np.stack(poses), ref[f"{mode}_pose"], rtol=0, atol=1e-6, err_msg=mode)
+        np.testing.assert_allclose(np.stack(roots), ref[f"{mode}_root"], rtol=0, atol=1e-6, err_msg=mode)
+        np.testing.assert_array_equal(np.stack(contacts), ref[f"{mode}_contacts"], err_msg=mode)
+
+
+@pytest.mark.parametrize("mode", ["retrieval", "matching"])
+def test_crowd_equals_its_characters_stepped_one_by_one(sample_db, mode, one_thread):
+    """Five characters from different rows, roots and search phases, each with its own
+    joystick: the batch's poses, roots and contacts are those of five single controllers."""
+    db = sample_db
+    b, frames = 5, 48
+    rng = np.random.default_rng(3)
+    rows = rng.integers(0, db.rows - 200, b)
+    phase = np.array([0, 1, 2, 3, 5])
+    pos = (rng.normal(size=(b, 3)) * [1, 0, 1]).astype(np.float32)
+    yaw = rng.uniform(-np.pi, np.pi, b)
+    dirs = np.stack([np.sin(yaw), np.zeros(b), np.cos(yaw)], -1).astype(np.float32)
+    controls = (db.trajectory[rng.integers(0, db.rows, (frames, b))] + rng.normal(size=(frames, b, 12)) * 0.05
+                ).astype(np.float32)
+    crowd = RetrievalCrowd(MODEL, db, b, mode=mode, phase=phase)
+    crowd.reset(rows, pos, dirs)
+    singles = [RetrievalController(MODEL, db, mode=mode, phase=int(phase[i])) for i in range(b)]
+    for i, s in enumerate(singles):
+        s.reset(int(rows[i]), pos[i], dirs[i])
+    for f in range(frames):
+        goal = pos + f * 0.01
+        out = crowd.step(controls[f])
+        crowd.adjust_toward(goal, dirs, 1 / 60)
+        ref = np.stack([s.step(controls[f, i]) for i, s in enumerate(singles)])
+        for i, s in enumerate(singles):
+            s.adjust_toward(goal[i], dirs[i], 1 / 60)
+        np.testing.assert_allclose(out, ref, rtol=0, atol=1e-4, err_msg=f"frame {f}")
+        np.testing.assert_allclose(crowd.root_pos, np.concatenate([s.root_pos for s in singles]), atol=1e-5)
+        np.testing.assert_array_equal(crowd.contacts, np.stack([s.contacts for s in singles]))
+    rot, jp = crowd.world_pose()
+    assert rot.shape == (b, db.num_joints, 4) and jp.shape == (b, db.num_joints, 3)
+    np.testing.assert_allclose(jp, np.stack([s.world_pose()[1] for s in singles]), atol=1e-4)
+    np.testing.assert_allclose(crowd.joint_positions(), np.stack([s.joint_positions() for s in singles]), atol=1e-4)
+    # the characters really differ (the comparison is not between copies of one)
+    assert np.ptp(crowd.root_pos[:, 0]) > 0.1
+
+
+def test_staggered_crowd_searches_a_share_of_its_characters_per_frame(sample_db):
+    """With phases 0..refresh-1 each frame after the first searches only the characters
+    due: B / refresh queries a frame instead of B every refresh frames."""
+    db = sample_db
+    b = 12
+    crowd = RetrievalCrowd(MODEL, db, b, phase=np.arange(b) % 6)
+    searched = []
+    search = crowd.retriever.search
+
+    def counting(features, exclude=None):
+        searched.append(len(features))
+        return search(features, exclude)
+    crowd.retriever.search = counting
+    control = np.repeat(db.trajectory[100:101], b, 0)
+    for _ in range(13):
+        crowd.step(control)
+    assert searched == [b] + [b // 6] * 12
+
+
+def test_crowd_refuses_bad_settings(sample_db):
+    with pytest.raises(KinemaError, match="at least one character"):
+        RetrievalCrowd(MODEL, sample_db, 0)
+    with pytest.raises(KinemaError, match="unknown controller mode"):
+        RetrievalCrowd(MODEL, sample_db, 2, mode="dance")
