@@ -20,6 +20,7 @@ import pytest
 import kinema.demos.locomotion as loco
 from kinema.cli.main import main
 from kinema.control.retrieval.controller import MODES, RetrievalController
+from kinema.control.retrieval.evaluate import cached_database
 
 FRAMES = 300
 
@@ -35,7 +36,7 @@ def controller(cache, sample_data):
 
     torch.set_num_threads(1)
     checkpoint = loco.MODEL_DIR / loco.SAMPLE_MODEL
-    db = loco.cached_database(checkpoint, cache)
+    db = cached_database(checkpoint, cache)
     return RetrievalController(checkpoint, db, loco.MODEL_DIR / loco.SAMPLE_BASELINE)
 
 

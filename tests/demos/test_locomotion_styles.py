@@ -13,6 +13,7 @@ import pytest
 
 from kinema.cli.main import main
 from kinema.control.retrieval.controller import pose_to_world
+from kinema.control.retrieval.evaluate import cached_database
 from kinema.demos import locomotion as loco
 
 W, H = 480, 270
@@ -139,7 +140,7 @@ def test_live_switch_keeps_the_character_in_place(shared_data, cache):
     from kinema.demos.styles import StyleLibrary
 
     checkpoint, baseline = loco.MODEL_DIR / loco.SAMPLE_MODEL, None
-    ctl = RetrievalController(checkpoint, loco.cached_database(checkpoint, cache), baseline, mode="matching")
+    ctl = RetrievalController(checkpoint, cached_database(checkpoint, cache), baseline, mode="matching")
     program = loco.Locomotion(ctl, script=loco.scripted_stick,
                               styles=loco.StyleDriver(StyleLibrary.load(["normal", "old"]), "normal"))
     program.reset()

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import time
 from pathlib import Path
 
@@ -92,33 +91,6 @@ def pick_models(args) -> tuple[Path, Path | None]:
         raise KinemaError(f"{model}: model not found (train it with `kinema train configs/...` or pass --checkpoint)")
     base = MODEL_DIR / names[1]
     return model, base if base.is_file() else None
-
-
-def cached_database(checkpoint: Path, cache: Path, data: str | None = None):
-    """The checkpoint's database: from ``cache`` when its fingerprint matches, else rebuilt
-    from the checkpoint's training config (``data`` replaces a ``shared:`` data root)."""
-    from kinema.control.retrieval.training import build_databases
-    from kinema.matching.database import Database
-    from kinema.nn.checkpoint import read_metadata
-
-    meta = read_metadata(checkpoint)
-    want = meta["fingerprint"]
-    path = cache / f"retrieval_db_{want}.npz"
-    if path.is_file():
-        try:
-            return Database.load(path)
-        except KinemaError:
-            pass
-    cfg = json.loads(json.dumps(meta["config"]))
-    if data:
-        cfg["data"]["clips"] = [c.replace("shared:lafan1/", str(Path(data)) + "/") for c in cfg["data"]["clips"]]
-    print(f"building the retrieval database from {len(cfg['data']['clips'])} clip pattern(s) (first run) ...")
-    db = build_databases(cfg)[0]
-    if db.fingerprint != want:
-        raise KinemaError(f"the rebuilt database has fingerprint {db.fingerprint}, the checkpoint needs {want}: "
-                          "different data or build code")
-    db.save(path)
-    return db
 
 
 FOOT_LOCK_UNLOCK_RADIUS = 0.2   # m, a locked toe lets go when the animated one is this far (MM)
@@ -541,12 +513,12 @@ def load_styles(args) -> tuple[StyleDriver | None, list[str]]:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from kinema.control.retrieval import controller
+    from kinema.control.retrieval import controller, evaluate
     from kinema.control.retrieval.controller import MODES, RetrievalController
     from kinema.control.retrieval.metrics import joint_positions
 
     checkpoint, baseline = pick_models(args)
-    db = cached_database(checkpoint, args.cache, args.data)
+    db = evaluate.cached_database(checkpoint, args.cache, args.data)
     db.search(db.features[:1], k=4)   # build the index and compile the search before any timing
     # One character steps batch-1 matrices: a second intra-op thread only adds synchronisation
     # (measured: 16 ms per frame with 2 threads on a busy 2-core machine, 1 ms with 1).

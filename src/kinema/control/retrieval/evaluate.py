@@ -44,6 +44,7 @@ energy figure); the nearest candidate's successor; the same model fed random dat
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -66,7 +67,7 @@ from kinema.control.retrieval.sequences import PoseNormaliser, RandomRetriever, 
 from kinema.errors import KinemaError
 from kinema.matching.database import Database
 from kinema.maths import quat
-from kinema.nn.checkpoint import load_checkpoint
+from kinema.nn.checkpoint import load_checkpoint, read_metadata
 
 HORIZONS = (15, 30, 60, 120, 300)   # frames at 60 Hz (NOTES.md 3.4)
 
@@ -129,6 +130,31 @@ def open_database(path: str | Path | None, meta: dict) -> Database:
         return Database.load(path)   # e.g. written by ``kinema db build``
     cfg = meta["config"] if path is None else load_config(path)
     return build_databases(cfg)[0]
+
+
+def cached_database(checkpoint: Path, cache: Path, data: str | None = None):
+    """The checkpoint's database: from ``cache`` when its fingerprint matches, else rebuilt
+    from the checkpoint's training config (``data`` replaces a ``shared:`` data root)."""
+    from kinema.control.retrieval.training import build_databases
+
+    meta = read_metadata(checkpoint)
+    want = meta["fingerprint"]
+    path = cache / f"retrieval_db_{want}.npz"
+    if path.is_file():
+        try:
+            return Database.load(path)
+        except KinemaError:
+            pass
+    cfg = json.loads(json.dumps(meta["config"]))
+    if data:
+        cfg["data"]["clips"] = [c.replace("shared:lafan1/", str(Path(data)) + "/") for c in cfg["data"]["clips"]]
+    print(f"building the retrieval database from {len(cfg['data']['clips'])} clip pattern(s) (first run) ...")
+    db = build_databases(cfg)[0]
+    if db.fingerprint != want:
+        raise KinemaError(f"the rebuilt database has fingerprint {db.fingerprint}, the checkpoint needs {want}: "
+                          "different data or build code")
+    db.save(path)
+    return db
 
 
 def check_fingerprint(meta: dict, db: Database, path: str | Path = "") -> None:
