@@ -318,8 +318,8 @@ def test_files_with_several_animations_offer_each(fresh, shared_data):
     assert ed.features() is not survey and ed.features().num_frames == ed.clip.num_frames
     ed.seek(ed.clip.num_frames // 2)
     img = ed.render_frame()
-    size = ed.entry.size
-    assert fresh.camera.distance == pytest.approx(2.6 * size)  # framed to the (centimetre) fox
+    size = ed.clip.size
+    assert size > 50 and fresh.camera.distance == pytest.approx(2.6 * size)  # framed to the (centimetre) fox
     px, _, vis = fresh.project(ed.features().positions[ed.frame])
     sky = np.asarray(fresh.effects.sky_color) * 255
     inside = vis & (px[:, 0] >= 0) & (px[:, 0] < fresh.width) & (px[:, 1] >= 0) & (px[:, 1] < fresh.height)

@@ -70,6 +70,7 @@ def served(shared_data, tmp_path):
                            character=shared_data / "characters/lafan1_character/character.bin")
     clip.motion = clip.motion[:400]
     viewer = MotionViewer([clip], port=_free_port(), playing=False)
+    viewer.gui_follow.value = False   # a fixed camera: the mirrored body jumps across the screen
     viewer.frame = 200  # mid-walk, about 2.5 m off the x = 0 mirror plane
     viewer.show()
     hip = clip.poses()[1][200, 1]
@@ -146,3 +147,36 @@ def test_live_dog_follows_the_heading_typed_in_the_page(shared_data, tmp_path):
         viewer.stop()
         thread.join(5)
     assert moved[0] > 0.5 and abs(moved[2]) < 0.5 * moved[0], moved     # toward +X, as typed
+
+
+def test_default_camera_frames_and_follows_a_walk(shared_data, tmp_path):
+    """No camera set by hand: the viewer's default camera frames the character and keeps it
+    in view while it walks 6 m away (the follow checkbox, on by default)."""
+    from kinema.serve import MotionViewer, ServedClip
+    if CHROMIUM is None:
+        pytest.skip("Debian chromium not installed (./run.sh setup installs it)")
+    clip = ServedClip.load(shared_data / "lafan1/walk4_subject1.bvh",
+                           character=shared_data / "characters/lafan1_character/character.bin")
+    clip.motion = clip.motion[1200:1500]     # about 6 m of walking
+    viewer = MotionViewer([clip], port=_free_port(), playing=False)
+    start = viewer.focus()
+    thread = threading.Thread(target=viewer.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with _open_page(tmp_path / "profile", viewer.port) as page:
+            page.wait_for_timeout(1500)
+            first = _settle(page, lambda m: m.sum() > 1500)
+            assert first.sum() > 1500, first.sum()
+            viewer.frame = 299
+            viewer.show()
+            end = viewer.focus()
+            assert np.linalg.norm((end - start)[[0, 2]]) > 2.0      # the walk really goes somewhere
+            page.get_by_text("frame 300/300").wait_for(timeout=30_000)
+            last = _settle(page, lambda m: m.sum() > 1500)
+            page.screenshot(path=str(tmp_path / "followed.png"))
+            assert last.sum() > 0.4 * first.sum(), (first.sum(), last.sum())
+            cams = [c.camera for c in viewer.server.get_clients().values()]
+            assert cams and np.allclose(cams[0].look_at, end, atol=0.05)
+    finally:
+        viewer.stop()
+        thread.join(5)

@@ -59,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
     renderer = Renderer(effects=effects, show_fps=False, headless_dt=1.0 / fps)
     renderer.open(width, height, "kinema render", headless=True)
     try:
+        clip.fit_view(renderer)
         clip.frame_camera(renderer.camera, args.camera, start)
         renderer.camera.snap()
         renderer.start_recording(args.out, fps=fps)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kinema.motion import Skeleton
+from kinema.motion import Skeleton, kinematics
 
 
 @dataclass
@@ -71,3 +71,12 @@ class Character:
     @property
     def has_mesh(self) -> bool:
         return len(self.meshes) > 0
+
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """(lo, hi) corners (3,) of the box around the bind-pose vertices (metres); the
+        joints' box for a skeleton-only character."""
+        if self.meshes:
+            v = np.concatenate([np.asarray(m.positions, np.float64) for m in self.meshes])
+        else:
+            _, v = kinematics.forward(self.bind_rotations, self.bind_positions, self.skeleton.parents)
+        return v.min(axis=0), v.max(axis=0)

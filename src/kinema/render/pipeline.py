@@ -305,7 +305,8 @@ class Pipeline:
             s = self.shader("scene.vs", "scene.fs", ("CHECKER",) + sh)
             s.use()
             self._set_lighting(s, view_proj, camera_position, light)
-            m = np.diag([150.0, 1.0, 150.0, 1.0])
+            half = max(150.0, 2.5 * e.fog_distance)     # reaches past the fog, for large figures too
+            m = np.diag([half, 1.0, half, 1.0])
             m[0, 3], m[2, 3] = np.round(camera_position[0]), np.round(camera_position[2])
             s.set_matrix("model", m)
             s.set_float("checker", e.checker_size)

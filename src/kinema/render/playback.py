@@ -9,6 +9,7 @@ import numpy as np
 
 import kinema.io
 from kinema.errors import KinemaError, UnsupportedFormatError
+from kinema.motion.extent import body_box, body_centre, figure_size
 
 MESH_SUFFIXES = {".glb", ".gltf", ".fbx"}
 
@@ -34,7 +35,7 @@ class Clip:
         character: skinned character driven by the motion's joints (matched by name; a
             motion of another skeleton is retargeted onto it by :meth:`load`), or None for
             a procedural body.
-        focus: (F, 3) point the cameras follow (centroid of the joints per frame).
+        focus: (F, 3) point the cameras follow (centre of the body's joints per frame).
         heading: (F,) facing angle about +Y for the follow camera (from the travel direction).
     """
 
@@ -70,9 +71,47 @@ class Clip:
         return cls(motion, ch)
 
     def __post_init__(self) -> None:
-        g = self.motion.global_positions()
-        self.focus = g.mean(axis=1)
+        g = self.motion.global_positions().astype(np.float64)
+        self.focus = body_centre(g)
         self.heading = _travel_heading(self.focus, self.motion.fps)
+
+    @property
+    def box(self) -> np.ndarray:
+        """(3,) sides (m) of the box around the figure: the character's bind mesh when there
+        is one, else the joints that stay with the body in the first frame (a static root
+        left at the origin while the hips travel, as in the Bandai-Namco takes, does not
+        count); each at least 1 cm."""
+        if self.character is not None and self.character.has_mesh:
+            lo, hi = self.character.bounds()
+            return np.maximum(hi - lo, 0.01)
+        return np.maximum(body_box(self.motion[0].global_positions()[0]), 0.01)
+
+    @property
+    def size(self) -> float:
+        """The figure's size for the camera (m): its height, or 0.6 of its longest side for
+        a long, low figure (a dog, the fox), whichever is larger."""
+        return figure_size(self.box)
+
+    def fit_view(self, renderer) -> None:
+        """:meth:`fit_camera` on the renderer's rig, and the size-dependent effects (floor
+        tiles, fog, shadow area, SSAO radius) scaled alike from their defaults for a figure
+        larger than a person (human-sized clips keep the defaults)."""
+        from kinema.render.pipeline import Effects
+        self.fit_camera(renderer.camera)
+        k = max(1.0, self.size / 2.0)
+        base, e = Effects(), renderer.effects
+        e.fog_distance, e.shadow_extent = base.fog_distance * k, base.shadow_extent * k
+        e.checker_size, e.ssao_radius = base.checker_size * k, base.ssao_radius * k
+
+    def fit_camera(self, rig) -> None:
+        """Scale the camera rig to the figure: orbit and follow distances, clip planes and
+        the fixed view all grow with :attr:`size` (a person in metres, a dog, the Khronos
+        fox some 100 units long), so the default camera frames it."""
+        size = self.size
+        rig.distance = float(np.clip(2.6 * size, 0.5, 5000.0))
+        rig.follow_distance, rig.follow_height = float(np.clip(2.2 * size, 0.5, 4000.0)), 0.5 * size
+        rig.near = 0.05 * max(1.0, size / 2.0)
+        rig.far = float(max(200.0, 60.0 * size))
 
     @property
     def num_frames(self) -> int:
@@ -128,7 +167,7 @@ class Clip:
         if mode == "fixed":
             lo, hi = self.focus.min(0), self.focus.max(0)
             centre = (lo + hi) / 2
-            extent = float(np.linalg.norm(hi - lo)) + 3.0
+            extent = float(np.linalg.norm(hi - lo)) + 1.8 * self.size
             rig.fixed_position = centre + np.array([0.6, 0.5, 1.0]) / np.linalg.norm([0.6, 0.5, 1.0]) * extent
             rig.fixed_target = None
             rig.set_mode("fixed")

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from kinema.errors import KinemaError
+from kinema.motion.extent import body_box, body_centre, figure_size
 from kinema.serve.clip import ServedClip, bind_world, dense_weights
 
 
@@ -60,13 +61,19 @@ class MotionViewer:
         self._stop = threading.Event()
         self._accum = 0.0
         self._gui_added: set[int] = set()
+        self._focus: np.ndarray | None = None
         scene = self.server.scene
         scene.set_up_direction("+y")
-        scene.add_grid("/floor", width=20.0, height=20.0, plane="xz", cell_size=0.5, section_size=1.0)
         scene.add_light_directional("/sun", intensity=2.0, wxyz=(0.88, -0.42, 0.2, 0.1), cast_shadow=False)
         scene.add_light_ambient("/ambient", intensity=0.6)
         self._build_gui()
         self._load_clip(0)
+        focus, size = self.focus(), self.size()
+        cam = self.server.initial_camera
+        cam.look_at = tuple(float(v) for v in focus)
+        cam.position = tuple(float(v) for v in focus + np.array([0.35, 0.3, 1.0]) / np.linalg.norm([0.35, 0.3, 1.0])
+                             * 2.6 * size)
+        cam.near, cam.far = 0.05 * max(1.0, size / 2.0), max(200.0, 60.0 * size)
 
     # ---------------------------------------------------------------- GUI
     def _build_gui(self) -> None:
@@ -82,6 +89,7 @@ class MotionViewer:
             self.gui_mesh = gui.add_checkbox("character", True)
             self.gui_skeleton = gui.add_checkbox("skeleton", self.clips[0].character is None)
             self.gui_trajectory = gui.add_checkbox("trajectory", True)
+            self.gui_follow = gui.add_checkbox("follow", True, hint="the camera moves with the character")
         self.gui_info = gui.add_markdown("")
 
         @self.gui_clip.on_update
@@ -119,6 +127,34 @@ class MotionViewer:
     def clip(self) -> ServedClip:
         return self.clips[self.clip_index]
 
+    def focus(self) -> np.ndarray:
+        """(3,) centre of the shown body at the current frame (world, metres)."""
+        _, pos, _ = self.clip.poses(self.mirror)
+        f = int(np.clip(self.frame, 0, pos.shape[0] - 1))
+        return body_centre(pos[f:f + 1])[0]
+
+    def size(self) -> float:
+        """Size (m) of the current clip's figure for the camera (:func:`figure_size`): its
+        character's mesh, else its joints."""
+        ch = self.clip.character
+        if ch is not None and ch.has_mesh:
+            lo, hi = ch.bounds()
+            return figure_size(hi - lo)
+        return figure_size(body_box(self.clip.poses()[1][0]))
+
+    def _follow(self) -> None:
+        """Move every browser's camera by how far the body moved (their own orbit kept)."""
+        focus = self.focus()
+        if self._focus is not None and self.gui_follow.value:
+            delta = focus - self._focus
+            if np.abs(delta).max() > 1e-6:
+                for client in self.server.get_clients().values():
+                    cam = client.camera
+                    with client.atomic():
+                        cam.position = tuple(float(v) for v in np.asarray(cam.position) + delta)
+                        cam.look_at = tuple(float(v) for v in focus)
+        self._focus = focus
+
     def _load_clip(self, index: int) -> None:
         """Replace the character meshes with clip ``index``'s and show its first frame."""
         for handle in self._meshes:
@@ -143,6 +179,10 @@ class MotionViewer:
         self.gui_frame.max = max(1, clip.num_frames - 1)
         self.gui_frame.value = 0
         self._shown = None
+        k = max(1.0, self.size() / 2.0)       # floor tiles scale with the figure (a fox 100 units long)
+        self.server.scene.add_grid("/floor", width=20.0 * k, height=20.0 * k, plane="xz", cell_size=0.5 * k,
+                                   section_size=1.0 * k)
+        self._focus = None
         self.show()
 
     def show(self, force: bool = False) -> None:
@@ -176,6 +216,7 @@ class MotionViewer:
                     if mirror:
                         seg = seg * np.float32([-1, 1, 1])
                     scene.add_line_segments(f"/extras/{name}", seg, tuple(int(c) for c in rgb), thickness=0.03)
+                self._follow()
                 if self.gui_frame.value != f:
                     self.gui_frame.value = f
                 self.gui_info.content = (f"**{clip.name}**  frame {f + 1}/{clip.num_frames} "

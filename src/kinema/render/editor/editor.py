@@ -107,16 +107,6 @@ class LoadedClip:
     _mirrored: Clip | None = field(default=None, repr=False)
     _features: dict = field(default_factory=dict, repr=False)
 
-    @property
-    def size(self) -> float:
-        """Extent of the figure in its first frame (largest side of its joints' box), metres,
-        at least 1 cm. Joints far from the others (a static root left at the origin while
-        the hips travel, as in the Bandai-Namco takes) do not count."""
-        p = self.clip.motion[0].global_positions()[0]
-        d = np.linalg.norm(p - np.median(p, axis=0), axis=-1)
-        p = p[d <= 3.0 * np.median(d) + 1e-6]
-        return float(max(np.ptp(p, axis=0).max(), 0.01))
-
     def view(self, mirror: bool = False) -> Clip:
         """The clip as shown: the original, or a :class:`MirroredClip` of ``motion.mirror()``."""
         if not mirror:
@@ -370,10 +360,7 @@ class Editor(Viewer):
         shown = (self.browser, self.index, self.mirror)
         if self._shown is None or shown[:2] != self._shown[:2] or self.entry.clip is not self._shown_clip:
             # a new clip: orbit and follow distances suit its size (figures in cm, dogs, ...)
-            size = self.entry.size
-            rig = renderer.camera
-            rig.distance = float(np.clip(2.6 * size, 1.0, 500.0))
-            rig.follow_distance, rig.follow_height = float(np.clip(2.2 * size, 1.0, 400.0)), 0.5 * size
+            self.entry.clip.fit_view(renderer)
         super().frame_camera(renderer)
         if (self._snap or shown != self._shown) and self.camera_mode not in ("free", "manual"):
             renderer.camera.snap()
