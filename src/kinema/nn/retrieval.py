@@ -219,11 +219,12 @@ class RetrievalMamba(nn.Module):
         return self._outputs(pose, y, w, terms), state
 
     def step(self, state: MambaState, control: torch.Tensor, pose: torch.Tensor,
-             candidates: torch.Tensor | None = None, mask: torch.Tensor | None = None
+             candidates: torch.Tensor | None = None, mask: torch.Tensor | None = None, inplace: bool = False
              ) -> tuple[dict[str, torch.Tensor], MambaState]:
-        """One frame in O(1): control (B, C), pose (B, P), candidates (B, k, W) -> (outputs, state)."""
+        """One frame in O(1): control (B, C), pose (B, P), candidates (B, k, W) -> (outputs, state).
+        ``inplace`` (no grad only): overwrite ``state`` (:meth:`kinema.nn.mamba.Mamba.step`)."""
         x, w, terms = self._inputs(control, pose, candidates, mask)
-        y, state = self.backbone.step(state, x)
+        y, state = self.backbone.step(state, x, inplace)
         return self._outputs(pose, y, w, terms), state
 
     def initial_state(self, batch: int = 1) -> MambaState:

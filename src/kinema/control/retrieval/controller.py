@@ -143,9 +143,12 @@ class RetrievalCrowd:
         pose_n = torch.as_tensor(self.norm.normalise(self.poses))
         c = torch.as_tensor(ctrl)
         _, cand = self.stream(self.frame, self.poses, ctrl)
-        out, self.state = self.model.step(self.state, c, pose_n, torch.as_tensor(cand) if self.mode == "retrieval" else None)
+        # the state is the crowd's own (reset makes a fresh one): overwritten in place, no
+        # (B, Di, N) allocation per frame
+        out, self.state = self.model.step(self.state, c, pose_n, torch.as_tensor(cand) if self.mode == "retrieval"
+                                          else None, inplace=True)
         if self.base is not None:
-            bout, self.base_state = self.base.step(self.base_state, c, pose_n)
+            bout, self.base_state = self.base.step(self.base_state, c, pose_n, inplace=True)
         if self.mode == "matching":
             due = np.ones(b, bool) if self.played is None else (self.frame + self.phase) % self.retriever.refresh == 0
             if due.any():
