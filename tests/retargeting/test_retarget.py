@@ -164,3 +164,32 @@ def test_view_and_render_clips_retarget_onto_the_character(sample_data):
         assert clip.character is not None
         assert clip.motion.skeleton.names == clip.character.skeleton.names
         assert "retarget" in clip.motion.metadata
+
+
+def test_retargeter_maps_single_poses_like_the_clip(sample_data):
+    """A live character retargets one pose at a time: the same poses as the whole clip
+    (feet left as they are), and the average planted foot brought to the target's height."""
+    from kinema.retargeting import Retargeter
+    walk = kinema.load(sample_data / "games105" / "walk_forward.bvh")
+    geno = kinema.load_character(sample_data / "geno" / "geno.glb")
+    g_rot, g_pos = walk.global_transforms()
+    r = Retargeter(walk.skeleton, geno, (g_rot, g_pos, walk.fps))
+    clip = retarget(walk, geno, feet=False)
+    rot, pos = r.world(g_rot[37], g_pos[37])
+    c_rot, c_pos = clip.global_transforms()
+    np.testing.assert_allclose(pos, c_pos[37], atol=1e-4)
+    from kinema.maths import quat
+    assert np.degrees(quat.angle(rot, c_rot[37].astype(np.float64))).max() < 0.05
+    # the floor offset measured on this clip puts another clip's planted feet on the floor
+    other = kinema.load(sample_data / "games105" / "walk60.bvh")
+    o_rot, o_pos = other.global_transforms()
+    lifted = r.world(o_rot, o_pos)[1].copy()
+    lifted[..., 1] += r.floor_offset()
+    roles = find_roles(walk.skeleton)
+    src_j = [roles[k] for k in FEET]
+    y = o_pos[:, src_j, 1]
+    planted = contacts(o_pos, other.fps, src_j, height_threshold=np.percentile(y, 2, axis=0) + 0.02,
+                       speed_threshold=0.4)
+    t_j = [find_roles(geno.skeleton)[k] for k in FEET]
+    err = (lifted[:, t_j, 1] - r.target_height[None])[planted]
+    assert planted.mean() > 0.1 and abs(np.median(err)) < 0.02, np.median(err)

@@ -172,6 +172,115 @@ def _nearest_fill(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return np.interp(f, f[mask], values[mask])
 
 
+class Retargeter:
+    """The mapping of one skeleton's poses onto a target, set up once, applied to any poses
+    (a whole clip, or a live character's pose every frame).
+
+    Args:
+        source: the source :class:`~kinema.motion.Skeleton`.
+        target: a Character, a Motion of the target skeleton or a Skeleton (:func:`as_rig`).
+        reference: (world rotations (F, J, 4), world positions (F, J, 3), fps) of source
+            poses its anatomical frames and planted foot heights are measured in (a clip, a
+            motion-matching database's poses); a few seconds of varied motion is plenty.
+
+    Attributes:
+        rig, source_roles, target_roles, scale (leg-length ratio), matched (roles mapped),
+        family (the two skeletons are one rig family), foot_roles, source_feet (labels,
+        planted heights of the reference), target_height (planted heights on the target).
+    """
+
+    def __init__(self, source: Skeleton, target, reference: tuple[np.ndarray, np.ndarray, float]) -> None:
+        rig = self.rig = as_rig(target)
+        self.source = source
+        s_rot, s_pos, fps = (np.asarray(reference[0], np.float64), np.asarray(reference[1], np.float64),
+                             float(reference[2]))
+        src_roles, dst_roles = self.source_roles, self.target_roles = find_roles(source), find_roles(rig.skeleton)
+        self.source_leg, self.target_leg = leg_length(source, src_roles), leg_length(rig.skeleton, dst_roles)
+        self.scale = self.target_leg / self.source_leg
+        foot_roles = self.foot_roles = [r for r in _FOOT_ROLES if r in src_roles and r in dst_roles]
+        src_feet = self.source_feet = foot_contacts(s_pos, fps, [src_roles[r] for r in foot_roles], self.source_leg)
+        dst_feet = foot_contacts(rig.reference_positions, rig.fps, [dst_roles[r] for r in foot_roles],
+                                 self.target_leg)
+        self.target_height = dst_feet[1] if rig.standing else src_feet[1] * self.scale
+        step = max(1, s_rot.shape[0] // _MAX_REFERENCE_FRAMES)
+        k_src = frame_offsets(s_rot[::step], s_pos[::step], src_roles, source.parents)
+        few = max(1, s_rot.shape[0] // 500)
+        self._reference = (s_rot[::few], s_pos[::few], src_feet[0][::few])
+        family = self.family = same_axes(source, rig.skeleton)
+        if family:
+            # one rig family (its joints' axes alike): one set of offsets from both skeletons' poses
+            k_src = k_dst = frame_offsets(np.concatenate([s_rot[::step], rig.reference_rotations]),
+                                          np.concatenate([s_pos[::step], rig.reference_positions]),
+                                          src_roles, source.parents)
+        else:
+            k_dst = frame_offsets(rig.reference_rotations, rig.reference_positions, dst_roles, rig.skeleton.parents)
+        for side in ("left", "right") if not family else ():
+            key, toe = f"{side}_foot", f"{side}_toe"
+            if toe in foot_roles and key in k_src and key in k_dst:
+                k = [foot_roles.index(key), foot_roles.index(toe)]
+                src_slope = sole_slope(s_pos, src_feet[0][:, k], src_roles[key], src_roles[toe])
+                k_src[key] = k_src[key] @ _pitch(src_slope)
+                dst_slope = (sole_slope(rig.reference_positions, dst_feet[0][:, k], dst_roles[key], dst_roles[toe])
+                             if rig.standing else src_slope)
+                k_dst[key] = k_dst[key] @ _pitch(dst_slope)
+        self.matched = [r for r in dst_roles if r in src_roles and r in k_src and r in k_dst]
+        if "hips" not in self.matched:
+            raise KinemaError("the hips of neither skeleton have an anatomical frame (no spine or head joint)")
+        # per matched role: R_target = R_source C with C = K_source K_target^T
+        self._offset = {r: quat.from_matrix(k_src[r] @ k_dst[r].T) for r in self.matched}
+
+    def world(self, rotations: np.ndarray, positions: np.ndarray,
+              local_rotations: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Target world pose from source world poses.
+
+        Args:
+            rotations, positions: (..., J_source, 4) / (..., J_source, 3) source world pose(s).
+            local_rotations: the source's local rotations (..., J_source, 4), used for joints
+                without a role when both skeletons are one rig family.
+        Returns:
+            (world rotations (..., J_target, 4), world positions (..., J_target, 3)), with the
+            target's bone lengths and the hips at the source's hips times :attr:`scale`.
+        """
+        s_rot, s_pos = np.asarray(rotations, np.float64), np.asarray(positions, np.float64)
+        rig, src, dst = self.rig, self.source_roles, self.target_roles
+        lead = s_rot.shape[:-2]
+        parents = rig.skeleton.parents
+        nj = rig.skeleton.num_joints
+        world = {dst[r]: quat.mul(s_rot[..., src[r], :], self._offset[r]) for r in self.matched}
+        hips = dst["hips"]
+        g_rot = np.zeros(lead + (nj, 4))
+        g_pos = np.zeros(lead + (nj, 3))
+        for j in range(nj):
+            p = parents[j]
+            if j in world:
+                g_rot[..., j, :] = world[j]
+            elif self.family and p >= 0 and local_rotations is not None:
+                # a joint without a role (LaFAN1's Spine1) moves as in the source
+                g_rot[..., j, :] = quat.mul(g_rot[..., p, :], np.asarray(local_rotations[..., j, :], np.float64))
+            elif p < 0:
+                g_rot[..., j, :] = rig.rest_rotations[j]
+            else:
+                g_rot[..., j, :] = quat.mul(g_rot[..., p, :], rig.rest_rotations[j])
+            if j == hips:
+                g_pos[..., j, :] = s_pos[..., src["hips"], :] * self.scale
+            elif p < 0:
+                g_pos[..., j, :] = rig.rest_positions[j]
+            else:
+                g_pos[..., j, :] = g_pos[..., p, :] + quat.rotate(g_rot[..., p, :], rig.rest_positions[j])
+        return quat.normalize(g_rot), g_pos
+
+    def floor_offset(self) -> float:
+        """Height (m) to add to the target's hips so that, over the reference poses, its
+        planted feet stand at the target's foot height (median): for poses retargeted one
+        at a time, where :func:`retarget`'s per-frame planting is not available."""
+        if not self.foot_roles:
+            return 0.0
+        s_rot, s_pos, labels = self._reference
+        y = self.world(s_rot, s_pos)[1][:, [self.target_roles[r] for r in self.foot_roles], 1]
+        gap = (self.target_height[None] - y)[labels]
+        return float(np.median(gap)) if gap.size else 0.0
+
+
 def retarget(motion: Motion, target, *, feet: bool = True) -> Motion:
     """``motion`` played by ``target`` (a Character, a Motion of the target skeleton, or a
     Skeleton whose zero pose is a body pose).
@@ -186,73 +295,18 @@ def retarget(motion: Motion, target, *, feet: bool = True) -> Motion:
     Raises:
         SkeletonError: when either skeleton lacks the hips or a leg.
     """
-    rig = as_rig(target)
-    src_roles, dst_roles = find_roles(motion.skeleton), find_roles(rig.skeleton)
     s_rot, s_pos = kinematics.forward(motion.rotations.astype(np.float64), motion.positions.astype(np.float64),
                                       motion.parents)
-    src_leg, dst_leg = leg_length(motion.skeleton, src_roles), leg_length(rig.skeleton, dst_roles)
-    scale = dst_leg / src_leg
-    foot_roles = [r for r in _FOOT_ROLES if r in src_roles and r in dst_roles]
-    src_feet = foot_contacts(s_pos, motion.fps, [src_roles[r] for r in foot_roles], src_leg)
-    dst_feet = foot_contacts(rig.reference_positions, rig.fps, [dst_roles[r] for r in foot_roles], dst_leg)
-    if not rig.standing:
-        dst_feet = (dst_feet[0], src_feet[1] * scale)
-    step = max(1, motion.num_frames // _MAX_REFERENCE_FRAMES)
-    k_src = frame_offsets(s_rot[::step], s_pos[::step], src_roles, motion.parents)
-    family = same_axes(motion.skeleton, rig.skeleton)
-    if family:
-        # one rig family (its joints' axes alike): one set of offsets from both skeletons' poses
-        k_src = k_dst = frame_offsets(np.concatenate([s_rot[::step], rig.reference_rotations]),
-                                      np.concatenate([s_pos[::step], rig.reference_positions]),
-                                      src_roles, motion.parents)
-    else:
-        k_dst = frame_offsets(rig.reference_rotations, rig.reference_positions, dst_roles, rig.skeleton.parents)
-    for side in ("left", "right") if not family else ():
-        if f"{side}_toe" in foot_roles and f"{side}_foot" in k_src and f"{side}_foot" in k_dst:
-            k = [foot_roles.index(f"{side}_foot"), foot_roles.index(f"{side}_toe")]
-            key = f"{side}_foot"
-            k_src[key] = k_src[key] @ _pitch(sole_slope(s_pos, src_feet[0][:, k], src_roles[key], src_roles[f"{side}_toe"]))
-            if rig.standing:
-                slope = sole_slope(rig.reference_positions, dst_feet[0][:, k], dst_roles[key], dst_roles[f"{side}_toe"])
-                k_dst[key] = k_dst[key] @ _pitch(slope)
-            else:
-                k_dst[key] = k_dst[key] @ _pitch(sole_slope(s_pos, src_feet[0][:, k], src_roles[key],
-                                                            src_roles[f"{side}_toe"]))
-    matched = [r for r in dst_roles if r in src_roles and r in k_src and r in k_dst]
-    if "hips" not in matched:
-        raise KinemaError("the hips of neither skeleton have an anatomical frame (no spine or head joint)")
-
-    parents = rig.skeleton.parents
-    n, nj = motion.num_frames, rig.skeleton.num_joints
-    world = {dst_roles[r]: quat.from_matrix(quat.to_matrix(s_rot[:, src_roles[r]]) @ k_src[r] @ k_dst[r].T)
-             for r in matched}
-    hips = dst_roles["hips"]
-    g_rot = np.zeros((n, nj, 4))
-    g_pos = np.zeros((n, nj, 3))
-    for j in range(nj):
-        p = parents[j]
-        if j in world:
-            g_rot[:, j] = world[j]
-        elif family and p >= 0:     # a joint without a role (LaFAN1's Spine1) moves as in the source
-            g_rot[:, j] = quat.mul(g_rot[:, p], motion.rotations[:, j].astype(np.float64))
-        elif p < 0:
-            g_rot[:, j] = rig.rest_rotations[j]
-        else:
-            g_rot[:, j] = quat.mul(g_rot[:, p], rig.rest_rotations[j])
-        if j == hips:
-            g_pos[:, j] = s_pos[:, src_roles["hips"]] * scale
-        elif p < 0:
-            g_pos[:, j] = rig.rest_positions[j]
-        else:
-            g_pos[:, j] = g_pos[:, p] + quat.rotate(g_rot[:, p], rig.rest_positions[j])
-    g_rot = quat.normalize(g_rot)
-    meta = {"scale": scale, "source_leg": src_leg, "target_leg": dst_leg, "matched": matched}
+    r = Retargeter(motion.skeleton, target, (s_rot, s_pos, motion.fps))
+    rig, parents = r.rig, r.rig.skeleton.parents
+    g_rot, g_pos = r.world(s_rot, s_pos, motion.rotations)
+    meta = {"scale": r.scale, "source_leg": r.source_leg, "target_leg": r.target_leg, "matched": r.matched}
     if feet:
-        g_rot, g_pos, meta["feet"] = _plant_feet(motion, rig, s_pos, foot_roles, src_roles, dst_roles, g_rot,
-                                                 g_pos, src_feet, dst_feet[1], scale)
+        g_rot, g_pos, meta["feet"] = _plant_feet(motion, rig, s_pos, r.foot_roles, r.source_roles, r.target_roles,
+                                                 g_rot, g_pos, r.source_feet, r.target_height, r.scale)
     rot, pos = kinematics.inverse(g_rot, g_pos, parents)
-    keep = np.ones(nj, bool)
-    keep[hips] = False
+    keep = np.ones(rig.skeleton.num_joints, bool)
+    keep[r.target_roles["hips"]] = False
     pos[:, keep] = rig.rest_positions[keep]
     metadata = dict(motion.metadata)
     metadata["retarget"] = meta
