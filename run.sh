@@ -71,7 +71,7 @@ case "$cmd" in
             # a window when there is a display; otherwise a headless run that writes
             # videos and metrics to out/demo
             if [ -n "${DISPLAY:-}" ]; then set -- locomotion
-            else set -- locomotion --headless --frames 600 --render --out out/demo; fi
+            else set -- locomotion --headless --frames 600 --out out/demo; fi
         fi
         with_display .venv/bin/kinema demo "$@"
         [ -z "${DISPLAY:-}" ] && log "headless run: results in out/demo (metrics.json, *.mp4)" || true ;;

@@ -76,7 +76,7 @@ def test_transition_without_inertialization_would_jump(db):
 def test_demo_headless_metrics(shared_data, tmp_path, capsys):
     files = sorted((shared_data / "bandai_namco" / "dataset-1").glob("*_active_*.bvh"))
     out = tmp_path / "demo"
-    rc = main(["demo", "matching", "--headless", "--frames", "480", "--out", str(out), "--config", "bandai",
+    rc = main(["demo", "matching", "--headless", "--frames", "480", "--no-video", "--out", str(out), "--config", "bandai",
                "--data", *map(str, files)])
     assert rc == 0
     m = json.loads((out / "metrics.json").read_text())
@@ -91,7 +91,7 @@ def test_demo_headless_metrics(shared_data, tmp_path, capsys):
     assert 0 < adj["mean"] <= adj["max"] < 60 * 0.15 + 10  # at most a clamp jump plus a run step
     assert "root error" in capsys.readouterr().out and m["foot_lock"]
     # foot locking reduces the skating of the same run
-    rc = main(["demo", "matching", "--headless", "--frames", "480", "--out", str(tmp_path / "nolock"),
+    rc = main(["demo", "matching", "--headless", "--frames", "480", "--no-video", "--out", str(tmp_path / "nolock"),
                "--config", "bandai", "--no-foot-lock", "--data", *map(str, files)])
     free = json.loads((tmp_path / "nolock" / "metrics.json").read_text())
     assert free["foot_skating_m_per_s"]["mean"] > m["foot_skating_m_per_s"]["mean"]

@@ -34,7 +34,7 @@ def test_scripted_stick_follows_the_track():
 def test_headless_demo_runs_every_controller(tmp_path, tiny):
     cfg, ckpt, meta = tiny
     out, cache = tmp_path / "out", tmp_path / "cache"
-    args = ["demo", "locomotion", "--headless", "--frames", "150", "--checkpoint", str(ckpt), "--out", str(out),
+    args = ["demo", "locomotion", "--headless", "--frames", "150", "--no-video", "--checkpoint", str(ckpt), "--out", str(out),
             "--cache", str(cache)]
     assert main(args) == 0
     assert (cache / f"retrieval_db_{meta['fingerprint']}.npz").is_file()

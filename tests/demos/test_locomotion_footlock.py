@@ -115,7 +115,7 @@ def test_cli_flag_and_metrics(runs, cache, tmp_path):
     for flag in ([], ["--no-foot-lock"]):
         out = tmp_path / ("off" if flag else "on")
         assert main(["demo", "locomotion", "--headless", "--frames", "60", "--controller", "matching",
-                     "--out", str(out), "--cache", str(cache), *flag]) == 0
+                     "--no-video", "--out", str(out), "--cache", str(cache), *flag]) == 0
         m = json.loads((out / "metrics.json").read_text())
         assert (m["foot_lock"] is None) == bool(flag)
         assert m["controllers"]["matching"]["foot_lock"] == (not flag)

@@ -70,7 +70,7 @@ def test_styles_mode_switches_gait_and_shows_the_body(tmp_path, shared_data, cac
     _bandai(shared_data)
     out = tmp_path / "styles"
     assert main(["demo", "locomotion", "--headless", "--controller", "styles", "--styles", "normal,old,proud",
-                 "--style-every", "240", "--frames", "720", "--render", "--width", str(W), "--height", str(H),
+                 "--style-every", "240", "--frames", "720", "--no-gui", "--width", str(W), "--height", str(H),
                  "--out", str(out), "--cache", str(cache)]) == 0
     result = json.loads((out / "metrics.json").read_text())
     assert result["style_schedule"] == ["normal", "old", "proud"]
@@ -98,7 +98,7 @@ def test_lafan1_model_draws_the_skinned_character(tmp_path, shared_data, cache):
         pytest.skip("the LaFAN1 model is not in models/")
     out = tmp_path / "lafan1"
     assert main(["demo", "locomotion", "--headless", "--data", str(shared_data / "lafan1"), "--controller",
-                 "matching", "--frames", "90", "--render", "--width", str(W), "--height", str(H),
+                 "matching", "--frames", "90", "--no-gui", "--width", str(W), "--height", str(H),
                  "--out", str(out), "--cache", str(cache)]) == 0
     result = json.loads((out / "metrics.json").read_text())
     assert result["character"] == "skinned"

@@ -63,13 +63,8 @@ def test_paw_locking_reduces_sliding(database):
 
 
 def test_demo_headless_tour_writes_metrics(tmp_path, shared_data):
-    import argparse
-
-    from kinema.demos import quadruped
-    parser = argparse.ArgumentParser()
-    quadruped.add_arguments(parser)
-    args = parser.parse_args(["--headless", "--frames", "480", "--tour", "--no-video", "--out", str(tmp_path)])
-    assert quadruped.run(args) == 0
+    from kinema.cli.demo import run_demo
+    run_demo("quadruped", ["--headless", "--frames", "480", "--tour", "--no-video", "--out", str(tmp_path)])
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert [s["gait_commanded"] for s in metrics["segments"]] == list(q.GAITS)
     for s in metrics["segments"]:

@@ -3,13 +3,13 @@ features (speed, cadence, lean, arm swing, head height) change, and they are tho
 style switched to (nearest among the styles' own source clips)."""
 from __future__ import annotations
 
-import argparse
 import json
 
 import numpy as np
 import pytest
 
 import kinema
+from kinema.cli.demo import demo_parser, run_demo
 from kinema.demos import styles as st
 
 KEYS = ("speed_m_s", "cadence_steps_s", "head_height_m", "lean_m", "arm_swing_m")
@@ -63,11 +63,8 @@ def test_switch_is_continuous(library):
 
 
 def test_demo_headless_metrics(tmp_path, shared_data):
-    parser = argparse.ArgumentParser()
-    st.add_arguments(parser)
-    args = parser.parse_args(["--headless", "--frames", "360", "--every", "120", "--styles", "normal,old,proud",
-                              "--no-video", "--out", str(tmp_path)])
-    assert st.run(args) == 0
+    run_demo("styles", ["--headless", "--frames", "360", "--every", "120", "--styles", "normal,old,proud",
+                        "--no-video", "--out", str(tmp_path)])
     m = json.loads((tmp_path / "metrics.json").read_text())
     assert [s["style"] for s in m["segments"]] == ["normal", "old", "proud"]
     speeds = [s["speed_m_s"] for s in m["segments"]]
@@ -76,8 +73,7 @@ def test_demo_headless_metrics(tmp_path, shared_data):
 
 def test_served_live_walker_switches_style(shared_data):
     """``kinema serve styles``: the live clip walks and takes a new style while it plays."""
-    parser = argparse.ArgumentParser()
-    st.add_arguments(parser)
+    _, parser = demo_parser("styles")
     live, recorded = st.served_clips(parser.parse_args(["--frames", "40", "--styles", "normal,old"]))
     assert getattr(live, "live", False) and recorded.num_frames == 40
     hips = []

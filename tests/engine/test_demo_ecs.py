@@ -1,20 +1,17 @@
 """``kinema demo ecs`` in headless and manual mode, with and without scripted input."""
 from __future__ import annotations
 
-import argparse
 import json
 
 import numpy as np
 import pytest
 
+from kinema.cli.demo import run_demo
 from kinema.cli.main import main as kinema_main
-from kinema.demos import ecs
 
 
 def _run(tmp_path, *argv: str) -> dict:
-    parser = argparse.ArgumentParser()
-    ecs.add_arguments(parser)
-    assert ecs.run(parser.parse_args([*argv, "--out", str(tmp_path)])) == 0
+    assert run_demo("ecs", [*argv, "--no-video", "--out", str(tmp_path)])
     return json.loads((tmp_path / "metrics.json").read_text())
 
 
@@ -82,7 +79,7 @@ def test_renders_offscreen_through_the_real_renderer(tmp_path):
     it projects."""
     import imageio.v3 as iio
 
-    m = _demo_with_display(tmp_path, "--headless", "--frames", "60", "--render", "--render-every", "30", "--no-gui")
+    m = _demo_with_display(tmp_path, "--headless", "--frames", "60", "--png", "--render-every", "30", "--no-gui")
     assert len(m["frames_written"]) == 2 and m["steps"] == 60
     img = iio.imread(m["frames_written"][-1]).astype(int)
     assert img.shape == (320, 480, 3)

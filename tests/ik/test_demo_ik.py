@@ -11,7 +11,7 @@ def test_demo_ik_headless_metrics(tmp_path):
     out = tmp_path / "ik"
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
     proc = subprocess.run([sys.executable, "-m", "kinema.cli", "demo", "ik", "--headless", "--frames", "400",
-                           "--out", str(out)], capture_output=True, text=True, timeout=120, env=env)
+                           "--no-video", "--out", str(out)], capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
     m = json.loads((out / "metrics.json").read_text())
     assert m["frames"] == 400

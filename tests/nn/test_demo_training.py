@@ -1,22 +1,18 @@
 """``kinema demo training`` headless: the model learns to anticipate real motion."""
 from __future__ import annotations
 
-import argparse
 import json
 
 import torch
 
+from kinema.cli.demo import run_demo
 from kinema.demos import training
 from kinema.nn.checkpoint import load_checkpoint
 
 
 def test_headless_training_demo_learns_to_anticipate(tmp_path, shared_data):
-    parser = argparse.ArgumentParser()
-    training.add_arguments(parser)
-    args = parser.parse_args(["--headless", "--frames", "30", "--steps-per-frame", "5", "--plot-every", "15",
-                              "--clip", str(shared_data / "lafan1" / "walk4_subject1.bvh"),
-                              "--out", str(tmp_path)])
-    assert training.run(args) == 0
+    run_demo("training", ["--headless", "--frames", "30", "--steps-per-frame", "5", "--plot-every", "15", "--no-video",
+                          "--clip", str(shared_data / "lafan1" / "walk4_subject1.bvh"), "--out", str(tmp_path)])
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert metrics["steps"] == 150 and metrics["frames"] == 30
     assert metrics["final_loss"] < metrics["initial_loss"] / 3
@@ -53,7 +49,7 @@ def test_rendered_frames_show_character_truth_and_prediction(tmp_path, shared_da
     import numpy as np
     import pytest
 
-    cmd = [sys.executable, "-m", "kinema.cli", "demo", "training", "--headless", "--render", "--frames", "10",
+    cmd = [sys.executable, "-m", "kinema.cli", "demo", "training", "--headless", "--png", "--frames", "10",
            "--render-every", "10", "--steps-per-frame", "2", "--out", str(tmp_path),
            "--clip", str(shared_data / "lafan1" / "walk4_subject1.bvh")]
     if not os.environ.get("DISPLAY"):

@@ -14,7 +14,7 @@ import numpy as np
 def test_headless_locomotion_demo_renders_every_controller(tmp_path):
     out = tmp_path / "loco"
     res = subprocess.run([sys.executable, "-X", "faulthandler", "-m", "kinema.cli", "demo", "locomotion",
-                          "--headless", "--frames", "12", "--render", "--width", "320", "--height", "192",
+                          "--headless", "--frames", "12", "--width", "320", "--height", "192",
                           "--out", str(out)], capture_output=True, text=True, timeout=400)
     assert res.returncode == 0, res.stderr[-3000:]
     metrics = json.loads((out / "metrics.json").read_text())

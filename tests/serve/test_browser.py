@@ -116,15 +116,14 @@ def test_page_shows_character_and_gui_changes_scene(served):
 
 def test_live_dog_follows_the_heading_typed_in_the_page(shared_data, tmp_path):
     """``kinema serve quadruped``'s live clip: typing a heading in the page's GUI turns the dog."""
-    import argparse
     import time
 
+    from kinema.cli.demo import demo_parser
     from kinema.demos import quadruped
     from kinema.serve import MotionViewer
     if CHROMIUM is None:
         pytest.skip("Debian chromium not installed (./run.sh setup installs it)")
-    parser = argparse.ArgumentParser()
-    quadruped.add_arguments(parser)
+    _, parser = demo_parser("quadruped")
     clips = quadruped.served_clips(parser.parse_args(["--frames", "10", "--heading", "0"]))
     live = clips[0]
     viewer = MotionViewer(clips, port=_free_port())

@@ -7,7 +7,6 @@ lists every file); DEMO names a demo in ``kinema demo --list`` that can be serve
 from __future__ import annotations
 
 import argparse
-import importlib
 from pathlib import Path
 
 from kinema.errors import KinemaError
@@ -34,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def clips_for(target: str, character: str | None = None, demo_args: list[str] | None = None) -> list:
     """The :class:`~kinema.serve.ServedClip` list for a file, a folder or a demo name."""
-    from kinema.cli.demo import demo_names
+    from kinema.cli.demo import demo_names, demo_parser
     from kinema.serve import ServedClip
     path = Path(target)
     if demo_args and (path.exists() or target not in demo_names()):
@@ -47,11 +46,10 @@ def clips_for(target: str, character: str | None = None, demo_args: list[str] | 
     if path.exists():
         return [ServedClip.load(path, character)]
     if target in demo_names():
-        mod = importlib.import_module(f"kinema.demos.{target}")
+        mod, parser = demo_parser(target)
         if not hasattr(mod, "served_clips"):
             raise KinemaError(f"demo {target!r} cannot be served (it defines no served_clips)")
-        parser = argparse.ArgumentParser(prog=f"kinema serve {target}")
-        mod.add_arguments(parser)
+        parser.prog = f"kinema serve {target}"
         return list(mod.served_clips(parser.parse_args(demo_args or [])))
     raise FileNotFoundError(f"no such file, folder or demo: {target}")
 

@@ -24,7 +24,7 @@ import kinema.io
 from kinema.errors import KinemaError
 from kinema.features.root import Root, RootConfig, compute_root, to_root_space, vectors_to_root_space
 from kinema.ik.pose import solve_pose
-from kinema.maths import quat
+from kinema.maths import angles, quat
 from kinema.motion import kinematics
 
 FPS = 30.0
@@ -158,7 +158,7 @@ class Database:
 
 
 def _yaw(directions: np.ndarray) -> np.ndarray:
-    return np.arctan2(directions[..., 0], directions[..., 2])
+    return angles.yaw(directions)
 
 
 def clip_features(g_pos: np.ndarray, root: Root, paws: list[int]) -> np.ndarray:
@@ -287,8 +287,8 @@ class DogController:
         times = np.asarray(FUTURE) / FPS
         goal = direction * speed
         pos, _, _ = velocity_spring_predict(self.position, self.velocity, self.accel, goal, self.halflife * 2, times)
-        want_yaw = np.arctan2(direction[0], direction[2]) if speed > 0 else self.yaw
-        dyaw = (want_yaw - self.yaw + np.pi) % (2 * np.pi) - np.pi
+        want_yaw = angles.yaw(direction) if speed > 0 else self.yaw
+        dyaw = angles.wrap(want_yaw - self.yaw)
         yaws = self.yaw + dyaw * (1 - 0.5 ** (times / 0.25))
         c, s = np.cos(-self.yaw), np.sin(-self.yaw)
         rel = pos - self.position
@@ -359,7 +359,7 @@ class DogController:
         # keep the character on the simulated trajectory and facing the commanded way
         self.position += (sim_pos - self.position) * 0.1
         if n > 1e-6:
-            err = (np.arctan2(d[0], d[2]) - self.yaw + np.pi) % (2 * np.pi) - np.pi
+            err = angles.wrap(angles.yaw(d) - self.yaw)
             self.yaw += 0.06 * err
         decay = 0.5 ** (dt / self.halflife)
         self.offset_rot *= decay

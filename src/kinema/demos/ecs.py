@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import argparse
 import math
-from pathlib import Path
 
 import numpy as np
 
-from kinema.demos._showcase import renderer_available, write_metrics
 from kinema.engine import App, Component, Scene, stick
-from kinema.engine.app import display_available, resolve_mode
 from kinema.maths import quat
 
 DESCRIPTION = "entities, components and the update loop: a solar system (all three run modes)"
+OUT, FRAMES, WIDTH, HEIGHT = "out/demo_ecs", 600, 1280, 720
 
 _Y = np.array([0.0, 1.0, 0.0], np.float32)
 
@@ -126,13 +124,18 @@ def build(scene: Scene, planets: int = 6, moons: int = 3) -> None:
 class SolarSystem:
     """The program: builds the scene, maps input to time control, measures the hierarchy."""
 
-    def __init__(self, planets: int, moons: int, show_gui: bool = True) -> None:
-        self.planets, self.moons, self.show_gui = planets, moons, show_gui
+    def __init__(self, planets: int, moons: int) -> None:
+        self.planets, self.moons = planets, moons
         self.max_moon_error = 0.0
+        self.last_frame_pixels: dict[str, list[float]] = {}
 
     def start(self, app: App) -> None:
         self.app = app
         build(app.scene, self.planets, self.moons)
+        cam = getattr(app.renderer, "camera", None)
+        if cam is not None:                       # a fixed camera above the system
+            cam.set_fixed([0.0, 16.0, 20.0], [0.0, 1.5, 0.0])
+            cam.snap()
 
     def update(self, dt: float) -> None:
         t, inp = self.app.time, self.app.input
@@ -153,93 +156,45 @@ class SolarSystem:
                 err = abs(float(np.linalg.norm(m - p)) - (0.5 + 0.2 * k))
                 self.max_moon_error = max(self.max_moon_error, err)
 
+    def metrics(self) -> dict:
+        scene = self.app.scene
+        out = {"entities": len(scene), "components": {cls: len(comps) for cls, comps in _count(scene).items()},
+               "comets_launched": scene.find("system").get(CometSpawner).launched,
+               "comets_alive": len(scene.with_tag("comet")), "max_moon_radius_error_m": self.max_moon_error}
+        if self.last_frame_pixels:
+            out["last_frame_pixels"] = self.last_frame_pixels
+        return out
+
+    def after_frame(self, renderer) -> None:
+        """Where the frame just shown drew the sun and the planets (pixels, x right, y down)."""
+        if hasattr(renderer, "project"):
+            bodies = [self.app.scene.find("sun"), *self.app.scene.with_tag("planet")]
+            pixels = renderer.project(np.array([b.world_position for b in bodies]))[0]
+            self.last_frame_pixels = {b.name: [float(v) for v in p] for b, p in zip(bodies, pixels)}
+
     def gui(self, ui) -> None:
         t = self.app.time
         lines = [f"frame {t.frame}  t={t.total:.2f}s  scale={t.time_scale:.2f}{'  paused' if t.paused else ''}",
                  f"entities {len(self.app.scene)}", "space: pause  arrows: time scale  '.': step"]
         panel, label = getattr(ui, "panel", None), getattr(ui, "label", None)
-        if self.show_gui and panel is not None and label is not None:
+        if panel is not None and label is not None:
             with panel("solar system", x=self.app.width - 330, y=40, width=320):
                 for line in lines:
                     label(line)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--mode", choices=["auto", "standalone", "headless", "manual"], default="auto",
-                        help="run mode (default: standalone with a display and the renderer, else headless)")
-    parser.add_argument("--headless", action="store_true", help="same as --mode headless")
-    parser.add_argument("--frames", type=int, default=None,
-                        help="fixed steps to run (headless/manual default 600; standalone: until closed)")
-    parser.add_argument("--out", type=Path, default=Path("out/demo_ecs"), help="folder for metrics.json and frames")
-    parser.add_argument("--fps", type=float, default=60.0, help="fixed update rate, Hz")
     parser.add_argument("--planets", type=int, default=6)
     parser.add_argument("--moons", type=int, default=3)
-    parser.add_argument("--input", type=Path, default=None, help="scripted input track (.json/.npz) to replay")
-    parser.add_argument("--record-input", type=Path, default=None, help="save the input to this .json/.npz")
-    parser.add_argument("--render", action="store_true",
-                        help="headless: render offscreen every --render-every steps and write PNGs to --out")
-    parser.add_argument("--render-every", type=int, default=30)
-    parser.add_argument("--no-gui", action="store_true", help="hide the demo's GUI panel")
-    parser.add_argument("--profiler", action="store_true", help="show the per-component profiler in the GUI")
-    parser.add_argument("--width", type=int, default=1280)
-    parser.add_argument("--height", type=int, default=720)
 
 
-def run(args: argparse.Namespace) -> int:
-    program = SolarSystem(args.planets, args.moons, show_gui=not args.no_gui)
-    render = bool(args.render) and renderer_available() and display_available()
-    if args.render and not render:
-        print("kinema demo ecs: rendering needs kinema.render and a display (try xvfb-run); running without")
-    resolved = "headless" if args.headless else resolve_mode(args.mode, renderer_available())
-    renderer = _renderer() if render or resolved == "standalone" else None
-    app = App(Scene("solar system"), program, mode=resolved, fps=args.fps, renderer=renderer, input=args.input,
-              record_input=args.record_input, render=render, render_every=args.render_every,
-              capture_dir=args.out / "frames" if render else None, title="kinema: ecs demo",
-              width=args.width, height=args.height, show_profiler=args.profiler)
-    frames = args.frames if args.frames is not None or app.mode == "standalone" else 600
-    if app.mode == "manual":  # the caller drives the loop, e.g. from a training script
-        import time as _time
-        t0 = _time.perf_counter()
-        app.step_frames(frames)
-        app.close()
-        steps, wall = app.time.frame, _time.perf_counter() - t0
-        captures = []
-    else:
-        stats = app.run(frames)
-        steps, wall, captures = stats.steps, stats.wall_seconds, stats.captures
-    metrics = {
-        "mode": app.mode,
-        "steps": steps,
-        "sim_seconds": app.time.total,
-        "wall_seconds": wall,
-        "steps_per_second": steps / wall if wall > 0 else None,
-        "entities": len(app.scene),
-        "components": {cls: len(comps) for cls, comps in _count(app.scene).items()},
-        "comets_launched": app.scene.find("system").get(CometSpawner).launched,
-        "comets_alive": len(app.scene.with_tag("comet")),
-        "max_moon_radius_error_m": program.max_moon_error,
-        "profile_ms_per_frame": app.profiler.averages(),
-        "frames_written": [str(p) for p in captures],
-    }
-    if renderer is not None and captures and hasattr(renderer, "project"):
-        # where the sun and the planets were on the last written frame (pixels, x right, y down)
-        bodies = [app.scene.find("sun"), *app.scene.with_tag("planet")]
-        pixels = renderer.project(np.array([b.world_position for b in bodies]))[0]
-        metrics["last_frame_pixels"] = {b.name: [float(v) for v in p] for b, p in zip(bodies, pixels)}
-    write_metrics(args.out, metrics)
-    print(f"ecs demo ({app.mode}): {steps} steps in {wall:.2f} s ({metrics['steps_per_second'] or 0:.0f}/s), "
-          f"{metrics['entities']} entities, moon radius error {program.max_moon_error:.2e} m "
-          f"-> {args.out / 'metrics.json'}")
-    return 0
+def programs(args: argparse.Namespace) -> list[tuple[str, SolarSystem]]:
+    return [("ecs", SolarSystem(args.planets, args.moons))]
 
 
-def _renderer():
-    """kinema's renderer with a fixed camera above the system (imported only when needed)."""
-    from kinema.render import Renderer
-    r = Renderer()
-    r.camera.set_fixed([0.0, 16.0, 20.0], [0.0, 1.5, 0.0])
-    r.camera.snap()
-    return r
+def report(m: dict) -> str:
+    return (f"{m['steps']} steps in {m['wall_seconds']:.2f} s ({m['steps_per_second'] or 0:.0f}/s), "
+            f"{m['entities']} entities, moon radius error {m['max_moon_radius_error_m']:.2e} m")
 
 
 def _count(scene: Scene) -> dict[str, list]:

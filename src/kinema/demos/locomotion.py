@@ -33,9 +33,9 @@ simulation object as Motion Matching does,
 :meth:`~kinema.control.retrieval.controller.RetrievalController.adjust_toward`), heading
 error, foot skating (horizontal toe speed of the drawn pose while the toe is within 2.5 cm of the floor; and, as
 ``foot_skate_in_contact_cm_s``, while the controller's contact label for it is on), speed,
-time per frame and whether the foot lock was on (with its time per frame). With
-``--render`` (needs kinema.render) each controller's run is also written as an MP4, and
-``metrics.json`` gets, per rendered frame, the camera and the hips' pixel.
+time per frame and whether the foot lock was on (with its time per frame). Each
+controller's run is also written as ``locomotion_<controller>.mp4`` (unless ``--no-video``),
+and ``metrics.json`` gets, per rendered frame, the camera and the hips' pixel.
 ``--controller styles`` runs the styles instead (not part of ``all``): ``--style NAME``
 walks one style, ``--styles a,b,c`` switches through them every ``--style-every`` frames;
 the metrics hold the gait features (:func:`kinema.demos.styles.style_gait_features`) of
@@ -51,10 +51,11 @@ from pathlib import Path
 import numpy as np
 
 import kinema.io
-from kinema.demos._showcase import write_metrics
 from kinema.errors import KinemaError
+from kinema.maths import angles
 
 DESCRIPTION = "biped locomotion with the retrieval-augmented Mamba controller (switch to no-retrieval / motion matching)"
+OUT, FRAMES, RENDER_EVERY = "out/demo_locomotion", 720, 2    # FRAMES: per controller
 MODEL_DIR = Path(__file__).resolve().parents[3] / "models"
 SAMPLE_MODEL = "retrieval_sample_games105.safetensors"
 SAMPLE_BASELINE = "retrieval_sample_games105_noretrieval.safetensors"
@@ -163,7 +164,7 @@ class StyleDriver:
     def place(self, position: np.ndarray, direction: np.ndarray) -> None:
         """Put the walker's root at ``position`` (3,) facing ``direction`` (3,)."""
         self.player.position = np.asarray(position, np.float64) * [1, 0, 1]
-        self.player.yaw = float(np.arctan2(direction[0], direction[2]))
+        self.player.yaw = float(angles.yaw(direction))
         self.pose = self.player.pose()
 
     def step(self, direction: np.ndarray, dt: float) -> None:
@@ -171,7 +172,7 @@ class StyleDriver:
         from kinema.demos.styles import FPS
 
         self.clock += dt
-        heading = float(np.arctan2(direction[0], direction[2]))
+        heading = float(angles.yaw(direction))
         while self.clock >= 1.0 / FPS - 1e-9:
             self.clock -= 1.0 / FPS
             self.pose = self.player.step(heading)
@@ -424,10 +425,6 @@ class Locomotion:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--mode", choices=["auto", "standalone", "headless"], default="auto")
-    parser.add_argument("--headless", action="store_true", help="same as --mode headless")
-    parser.add_argument("--frames", type=int, default=None, help="frames per controller (headless default 720)")
-    parser.add_argument("--out", type=Path, default=Path("out/demo_locomotion"), help="folder for metrics.json / MP4")
     parser.add_argument("--checkpoint", help="retrieval controller checkpoint (default: the shipped model)")
     parser.add_argument("--baseline", help="no-retrieval checkpoint for mode 2 (default: the shipped one)")
     parser.add_argument("--data", help="folder of LaFAN1 BVH files: use the LaFAN1 model")
@@ -444,46 +441,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "used when the model's skeleton is LaFAN1's)")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "kinema",
                         help="where the rebuilt database is cached")
-    parser.add_argument("--render", action="store_true", help="headless: also write an MP4 per controller")
     parser.add_argument("--no-adjust", action="store_true",
                         help="do not pull the character's root toward the simulation object")
     parser.add_argument("--no-foot-lock", action="store_true",
                         help="draw and measure the controllers' poses without foot locking")
-    parser.add_argument("--width", type=int, default=960)
-    parser.add_argument("--height", type=int, default=540)
-
-
-def _render_run(program, frames: int, path: Path, width: int, height: int) -> tuple[Path | None, list[dict]]:
-    """Run ``frames`` steps drawing every second one into the MP4 ``path``; returns the path
-    (None without a renderer) and, per drawn frame, the camera and the hips' pixel."""
-    try:
-        from kinema.render import Renderer
-        from kinema.render.recorder import Recorder
-    except Exception as e:  # noqa: BLE001 - renderer optional
-        print(f"kinema demo locomotion: no renderer ({e}); metrics only")
-        return None, []
-    r = Renderer()
-    r.open(width, height, "kinema: locomotion", headless=True)
-    rec = Recorder(path, fps=30)
-    views = []
-    try:
-        for f in range(frames):
-            program.step(scripted_stick(program.t), 1 / 60, True)
-            if f % 2 == 0:
-                r.begin_frame()
-                program.draw(r)
-                r.end_frame()
-                rec.add(r.capture())
-                hips = program.hips()
-                px, _, visible = r.project(hips)
-                cam = r.camera.camera
-                views.append({"frame": f, "camera_position": cam.position.tolist(),
-                              "camera_target": cam.target.tolist(), "hips": hips.tolist(),
-                              "hips_px": px.tolist(), "hips_visible": bool(visible)})
-    finally:
-        rec.close()
-        r.close()
-    return path, views
 
 
 def style_schedule(styles: list[str], every: int):
@@ -510,10 +471,12 @@ def load_styles(args) -> tuple[StyleDriver | None, list[str]]:
     return StyleDriver(library, first), schedule
 
 
-def run(args: argparse.Namespace) -> int:
+def programs(args: argparse.Namespace) -> list[tuple[str, Locomotion]]:
+    """Standalone: one program, every controller a key away. Headless (and manual): one run
+    per controller (``--controller``; all three models by default) along the scripted TRACK."""
     import torch
 
-    from kinema.control.retrieval import controller, evaluate
+    from kinema.control.retrieval import evaluate
     from kinema.control.retrieval.controller import MODES, RetrievalController
     from kinema.control.retrieval.metrics import joint_positions
 
@@ -525,62 +488,87 @@ def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)
     ctl = RetrievalController(checkpoint, db, baseline)
     character = skinned_character(db.joint_names, args.character)
-    headless = args.headless or args.mode == "headless"
-    if not headless:
-        from kinema.engine import App, Scene
-        from kinema.render import Renderer
+    args.checkpoint, args.baseline = str(checkpoint), None if baseline is None else str(baseline)
+    args.database, args.skinned = db.fingerprint, character is not None
+    if args.mode == "standalone":
         styles, _ = load_styles(args)
         program = Locomotion(ctl, walk=True, adjust=not args.no_adjust, character=character, styles=styles,
                              foot_lock=not args.no_foot_lock)
         if args.controller not in ("all",):
             program.set_mode(args.controller)
-        app = App(Scene("locomotion"), program, mode="standalone", fps=60.0,
-                  renderer=Renderer(), title="kinema: locomotion", width=args.width, height=args.height)
-        app.run(args.frames)
-        return 0
-    frames = args.frames or 720
+        return [("interactive", program)]
     toes = [db.roles["left_toe"], db.roles["right_toe"]]
     floor = float(np.percentile(joint_positions(db, db.pose)[:, toes, 1], 5)) + 0.025
     styles, schedule = load_styles(args) if args.controller == "styles" else (None, [])
-    modes = MODES if args.controller == "all" else (args.controller,)
-    args.out.mkdir(parents=True, exist_ok=True)
-    result = {"checkpoint": str(checkpoint), "baseline": None if baseline is None else str(baseline),
-              "root_adjustment": None if args.no_adjust else {"halflife_s": controller.ADJUST_HALFLIFE, "clamp_m": controller.ADJUST_CLAMP},
-              "foot_lock": None if args.no_foot_lock else {"unlock_radius_m": FOOT_LOCK_UNLOCK_RADIUS,
-                                                             "halflife_s": FOOT_LOCK_HALFLIFE},
-              "database": db.fingerprint, "frames": frames, "track": TRACK,
-              "character": None if character is None else "skinned", "controllers": {}}
-    if styles is not None:
-        result.update(style_schedule=schedule, style_every=args.style_every)
-    for mode in modes:
-        program = Locomotion(ctl, script=scripted_stick, adjust=not args.no_adjust, character=character,
-                             styles=styles, style_schedule=None if styles is None else
-                             style_schedule(schedule, args.style_every), foot_lock=not args.no_foot_lock)
-        ctl.set_mode(mode if mode != "styles" else "matching")
-        program.reset()
-        program.set_mode(mode)
-        video, views = None, []
-        if args.render:
-            video, views = _render_run(program, frames, args.out / f"locomotion_{mode}.mp4", args.width, args.height)
-        if video is None:
-            for _ in range(frames):
-                program.step(scripted_stick(program.t), 1 / 60, True)
-        m = program.metrics(floor)
-        m["video"] = None if video is None else str(video)
-        if views:
-            m["rendered_frames"] = views
-        result["controllers"][mode] = m
+    args.schedule = schedule
+    out = []
+    for mode in MODES if args.controller == "all" else (args.controller,):
+        program = _ControllerRun(ctl, mode, floor, script=scripted_stick, adjust=not args.no_adjust,
+                                 character=character, styles=styles, style_schedule=None if styles is None else
+                                 style_schedule(schedule, args.style_every), foot_lock=not args.no_foot_lock)
+        out.append((mode, program))
+    return out
+
+
+class _ControllerRun(Locomotion):
+    """One headless run: the shared controller switched to ``mode`` at the start, metrics
+    against ``floor``, and per drawn frame the camera and the hips' pixel."""
+
+    def __init__(self, controller, mode: str, floor: float, **options) -> None:
+        super().__init__(controller, **options)
+        self.run_mode, self.floor = mode, floor
+        self.views: list[dict] = []
+
+    def start(self, app) -> None:
+        super().start(app)
+        self.ctl.set_mode(self.run_mode if self.run_mode != "styles" else "matching")
+        self.reset()
+        self.set_mode(self.run_mode)
+
+    def after_frame(self, renderer) -> None:
+        """The frame as shown: its camera and where it drew the hips, to ``views``."""
+        if not hasattr(renderer, "project"):
+            return
+        hips = self.hips()
+        px, _, visible = renderer.project(hips)
+        cam = renderer.camera.camera
+        self.views.append({"frame": self.frame - 1, "camera_position": cam.position.tolist(),
+                           "camera_target": cam.target.tolist(), "hips": hips.tolist(),
+                           "hips_px": px.tolist(), "hips_visible": bool(visible)})
+
+    def metrics(self, floor: float | None = None) -> dict:
+        m = super().metrics(self.floor if floor is None else floor)
+        if self.views:
+            m["rendered_frames"] = self.views
+        return m
+
+
+def summary(args: argparse.Namespace, runs: dict[str, dict]) -> dict:
+    from kinema.control.retrieval import controller
+
+    if "interactive" in runs:
+        return {"checkpoint": args.checkpoint, "steps": runs["interactive"]["steps"]}
+    out = {"checkpoint": args.checkpoint, "baseline": args.baseline,
+           "root_adjustment": None if args.no_adjust else {"halflife_s": controller.ADJUST_HALFLIFE,
+                                                             "clamp_m": controller.ADJUST_CLAMP},
+           "foot_lock": None if args.no_foot_lock else {"unlock_radius_m": FOOT_LOCK_UNLOCK_RADIUS,
+                                                          "halflife_s": FOOT_LOCK_HALFLIFE},
+           "database": args.database, "frames": args.frames, "track": TRACK,
+           "character": "skinned" if args.skinned else None, "controllers": runs}
+    if "styles" in runs:
+        out.update(style_schedule=args.schedule, style_every=args.style_every)
+    return out
+
+
+def report(m: dict) -> str:
+    lines = []
+    for mode, r in m.get("controllers", {}).items():
         if mode == "styles":
-            for seg in m["segments"]:
-                print(f"       styles: {seg['style']:8s} speed {seg['speed_m_s']:.2f} m/s, cadence "
-                      f"{seg['cadence_steps_s']:.2f}/s, lean {seg['lean_m']:+.2f} m, heading error "
-                      f"{m['heading_error_deg']:.1f} deg")
+            lines += [f"styles: {s['style']} speed {s['speed_m_s']:.2f} m/s, cadence {s['cadence_steps_s']:.2f}/s, "
+                      f"lean {s['lean_m']:+.2f} m" for s in r["segments"]]
             continue
-        print(f"{mode:>13}: trajectory error {m['trajectory_error_m']:.3f} m (max {m['trajectory_error_max_m']:.3f}), "
-              f"heading {m['heading_error_deg']:.1f} deg, skate {m['foot_skate_cm_s']:.1f} cm/s "
-              f"(in contact {m['foot_skate_in_contact_cm_s']:.1f}), "
-              f"{m['ms_per_frame']:.2f} ms/frame, foot lock {'on' if m['foot_lock'] else 'off'} "
-              f"({m['foot_lock_ms_per_frame']:.2f} ms/frame)")
-    write_metrics(args.out, result)
-    print(f"wrote {args.out / 'metrics.json'}")
-    return 0
+        lines.append(f"{mode}: trajectory error {r['trajectory_error_m']:.3f} m (max {r['trajectory_error_max_m']:.3f}), "
+                     f"heading {r['heading_error_deg']:.1f} deg, skate {r['foot_skate_cm_s']:.1f} cm/s "
+                     f"(in contact {r['foot_skate_in_contact_cm_s']:.1f}), {r['ms_per_frame']:.2f} ms/frame, "
+                     f"foot lock {'on' if r['foot_lock'] else 'off'} ({r['foot_lock_ms_per_frame']:.2f} ms/frame)")
+    return "\n  ".join(["", *lines]) if lines else ""

@@ -12,8 +12,7 @@ position error and heading error of the character against the simulated (request
 trajectory, foot skating (horizontal toe speed while the database labels the toe in
 contact; this world speed includes the root's pull toward the simulation, reported
 as root adjustment speed), searches, transitions and step time (foot locking on unless
-``--no-foot-lock``); with ``--render`` (or whenever the
-renderer can run) it also writes ``matching.mp4``.
+``--no-foot-lock``), and ``matching.mp4`` (unless ``--no-video``).
 """
 from __future__ import annotations
 
@@ -24,12 +23,12 @@ from pathlib import Path
 import numpy as np
 
 from kinema.control.matching import MatchingConfig, MotionMatchingController
-from kinema.demos._showcase import write_metrics
-from kinema.engine import Actor, App, Component, Scene, ScriptedInput, stick
+from kinema.engine import Actor, Component, ScriptedInput, stick
 from kinema.motion import Skeleton
 from kinema.motion.kinematics import inverse
 
 DESCRIPTION = "motion matching: stick -> springs -> exact search -> inertialized playback (metrics, MP4)"
+OUT, FRAMES, RENDER_EVERY = "out/demo_matching", 1200, 2
 
 
 class MotionMatchingComponent(Component):
@@ -113,9 +112,6 @@ def joystick_track(frames: int, fps: float = 60.0) -> ScriptedInput:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--headless", action="store_true", help="follow the scripted track, write metrics")
-    parser.add_argument("--frames", type=int, default=1200, help="fixed steps (60 Hz) to run headless")
-    parser.add_argument("--out", type=Path, default=Path("out/demo_matching"), help="folder for metrics/MP4")
     parser.add_argument("--db", type=Path, default=None, help="database file (kinema db build)")
     parser.add_argument("--data", nargs="*", default=None, help="motion files/folders to build a database from")
     parser.add_argument("--config", default="lafan1", help="database config when building (preset or JSON)")
@@ -123,8 +119,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep-calibration", action="store_true",
                         help="build with the takes' opening calibration T-pose (trimmed by default)")
     parser.add_argument("--no-foot-lock", action="store_true", help="disable foot locking (leg IK)")
-    parser.add_argument("--render", action="store_true", help="headless: render and write matching.mp4")
-    parser.add_argument("--render-every", type=int, default=2, help="headless: render every N steps")
 
 
 def _database(args):
@@ -147,11 +141,24 @@ def _skeleton(db) -> Skeleton:
     return Skeleton(list(db.joint_names), np.asarray(db.parents), np.asarray(db.offsets))
 
 
-class _Follow:
-    """App program: keeps the camera behind the character."""
+class MatchingProgram:
+    """Puts the character (an :class:`Actor` posed by :class:`MotionMatchingComponent`) in
+    the App's scene, feeds it the scripted track when no one steers (headless, manual) and
+    keeps the camera behind it."""
 
-    def __init__(self, comp: MotionMatchingComponent):
-        self.comp = comp
+    def __init__(self, db, foot_lock: bool, track_frames: int | None) -> None:
+        self.db, self.foot_lock, self.track_frames = db, foot_lock, track_frames
+        self.controller = MotionMatchingController(db, config=MatchingConfig(foot_lock=foot_lock, unlock_radius=0.3))
+        self.actor = Actor(_skeleton(db))
+        self.comp = MotionMatchingComponent(self.controller, self.actor)
+        _ = db.index  # build the search structure before the clock starts
+
+    def start(self, app) -> None:
+        ent = app.scene.create_entity("character")
+        ent.add(self.actor)
+        ent.add(self.comp)
+        if self.track_frames is not None and app.input_source is None:
+            app.input_source = joystick_track(self.track_frames)
 
     def draw(self, renderer) -> None:
         out = self.comp.output
@@ -161,50 +168,18 @@ class _Follow:
         target = out.root_position + np.array([0.0, 1.0, 0.0])
         cam.set_fixed(target + np.array([3.0, 1.5, -4.0]), target)
 
+    def metrics(self) -> dict:
+        return {**self.comp.metrics(), "database": self.db.info() | {"clips": len(self.db.clip_names)},
+                "foot_lock": self.foot_lock}
 
-def run(args: argparse.Namespace) -> int:
+
+def programs(args: argparse.Namespace) -> list[tuple[str, MatchingProgram]]:
     db = _database(args)
     print(f"demo matching: database {db.fingerprint}: {db.rows} rows, {len(db.clip_names)} clips")
-    controller = MotionMatchingController(db, config=MatchingConfig(foot_lock=not args.no_foot_lock,
-                                                                    unlock_radius=0.3))
-    scene = Scene("matching")
-    actor = Actor(_skeleton(db))
-    ent = scene.create_entity("character")
-    ent.add(actor)
-    comp = MotionMatchingComponent(controller, actor)
-    ent.add(comp)
-    _ = db.index  # build the search structure before the clock starts
-    renderer, video = None, None
-    want_render = (not args.headless) or args.render
-    if want_render:
-        try:
-            from kinema.render import Renderer
-            renderer = Renderer()
-            renderer.open(960, 540, "kinema: motion matching", headless=bool(args.headless))
-        except Exception as e:  # rendering is optional: report and go on without it
-            print(f"demo matching: renderer unavailable ({e}); running without rendering")
-            renderer = None
-    if args.headless:
-        args.out.mkdir(parents=True, exist_ok=True)
-        if renderer is not None:
-            video = args.out / "matching.mp4"
-            renderer.start_recording(video, fps=60.0 / max(1, args.render_every))
-        app = App(scene, _Follow(comp), mode="headless", fps=60.0, renderer=renderer,
-                  render_every=args.render_every, input=joystick_track(args.frames))
-        try:
-            app.run(frames=args.frames)
-        finally:
-            if renderer is not None:
-                renderer.stop_recording()
-                renderer.close()
-        metrics = comp.metrics()
-        metrics.update({"database": db.info() | {"clips": len(db.clip_names)}, "video": str(video) if video else None,
-                        "foot_lock": not args.no_foot_lock})
-        write_metrics(args.out, metrics)
-        print(f"demo matching: {metrics['frames']} frames, root error {metrics['root_position_error_m']['mean']:.3f} m, "
-              f"heading error {metrics['heading_error_deg']['mean']:.1f} deg, foot skating "
-              f"{metrics['foot_skating_m_per_s']['mean']:.3f} m/s, {metrics['transitions']} transitions "
-              f"-> {args.out / 'metrics.json'}")
-        return 0
-    App(scene, _Follow(comp), mode="standalone", fps=60.0, renderer=renderer).run()
-    return 0
+    return [("matching", MatchingProgram(db, not args.no_foot_lock, args.frames if args.mode != "standalone" else None))]
+
+
+def report(m: dict) -> str:
+    return (f"{m['frames']} frames, root error {m['root_position_error_m']['mean']:.3f} m, heading error "
+            f"{m['heading_error_deg']['mean']:.1f} deg, foot skating {m['foot_skating_m_per_s']['mean']:.3f} m/s, "
+            f"{m['transitions']} transitions")

@@ -23,16 +23,15 @@ import numpy as np
 import kinema.io
 from kinema.data import optional_path
 from kinema.demos import _quadruped as q
-from kinema.demos._showcase import add_common_arguments, panel, renderer_available, run_program, write_metrics
 
 DESCRIPTION = "quadruped: MANN dog, motion matching with walk/pace/trot/canter, steering, paw locking"
+OUT, FRAMES, FPS = "out/demo_quadruped", 240, q.FPS
 GAIT_KEYS = {"one": "walk", "two": "pace", "three": "trot", "four": "canter",
              "1": "walk", "2": "pace", "3": "trot", "4": "canter"}
 PAD_BUTTONS = {"a": "walk", "b": "pace", "x": "trot", "y": "canter"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_common_arguments(parser, "out/demo_quadruped", frames=240)
     parser.add_argument("--gait", choices=q.GAITS, default="trot", help="headless: commanded gait")
     parser.add_argument("--heading", type=float, default=90.0,
                         help="headless: commanded direction, degrees about +Y (0 = +Z, 90 = +X)")
@@ -120,9 +119,16 @@ class DogProgram:
             cam.set_fixed(hips + np.array([1.6, 1.2, 2.2]), hips + np.array([0.0, 0.35, 0.0]))
 
     def gui(self, ui) -> None:
-        panel(ui, "quadruped", [f"gait {self.gait} (1-4)  heading {self.heading:.0f} deg",
+        ui.lines("quadruped", [f"gait {self.gait} (1-4)  heading {self.heading:.0f} deg",
                                 f"database frame {self.c.index}  searches {self.c.searches}",
                                 "WASD / arrows / stick: steer"])
+
+    def metrics(self) -> dict:
+        db = self.c.db
+        return {"database_frames": db.num_frames, "gait_speeds_m_s": db.speeds,
+                "gait_frames": {g: int((db.gait == i).sum()) for i, g in enumerate(q.GAITS)},
+                "searches": self.c.searches,
+                "segments": evaluate(np.asarray(self.poses), self.gaits, self.headings, db.skeleton)}
 
 
 def _character():
@@ -154,29 +160,17 @@ def evaluate(poses: np.ndarray, gaits: list[str], headings: list[float], skeleto
     return out
 
 
-def run(args: argparse.Namespace) -> int:
+def programs(args: argparse.Namespace) -> list[tuple[str, DogProgram]]:
+    """Headless (and manual): the commanded schedule; standalone: the player steers."""
     db = q.build_database(q.default_paths())
-    frames = args.frames if args.frames is not None else args._default_frames
-    headless = args.headless or args.mode == "headless"
-    commands = schedule(args, frames) if headless or args.mode == "auto" and not _interactive() else None
+    commands = schedule(args, args.frames) if args.mode != "standalone" else None
     controller = q.DogController(db, foot_lock=not args.no_lock, start_gait=(commands or [(0, "trot")])[0][1])
-    program = DogProgram(controller, _character(), commands)
-    info = run_program(program, args, "kinema: quadruped", q.FPS, "quadruped.mp4")
-    segments = evaluate(np.asarray(program.poses), program.gaits, program.headings, db.skeleton)
-    metrics = {**info, "database_frames": db.num_frames, "gait_speeds_m_s": db.speeds,
-               "gait_frames": {g: int((db.gait == i).sum()) for i, g in enumerate(q.GAITS)},
-               "searches": controller.searches, "segments": segments}
-    path = write_metrics(args.out, metrics)
-    for s in segments:
-        print(f"quadruped: {s['gait_commanded']:6s} toward {s['heading_deg']:5.0f} deg -> measured {s['gait']:6s} "
-              f"cos {s['direction_cos']:.3f}, {s['speed_m_s']:.2f} m/s")
-    print(f"-> {path}")
-    return 0
+    return [("quadruped", DogProgram(controller, _character(), commands))]
 
 
-def _interactive() -> bool:
-    from kinema.engine.app import resolve_mode
-    return resolve_mode("auto", renderer_available()) == "standalone"
+def report(m: dict) -> str:
+    return "; ".join(f"{s['gait_commanded']} toward {s['heading_deg']:.0f} deg -> measured {s['gait']} "
+                     f"cos {s['direction_cos']:.3f}, {s['speed_m_s']:.2f} m/s" for s in m["segments"])
 
 
 def live_dog(db: q.Database, character=None, gait: str = "trot", heading: float = 0.0, lock: bool = True):
@@ -215,7 +209,7 @@ def served_clips(args: argparse.Namespace) -> list:
     from kinema.motion import Motion
     from kinema.serve import ServedClip
     db = q.build_database(q.default_paths())
-    frames = args.frames if args.frames is not None else args._default_frames
+    frames = args.frames or FRAMES
     character = _character()
     clips = [live_dog(db, character, args.gait, args.heading, not args.no_lock)]
     for i, gait in enumerate(q.GAITS):

@@ -26,15 +26,15 @@ import numpy as np
 
 import kinema.io
 from kinema.data import require_path
-from kinema.demos._showcase import add_common_arguments, panel, run_program, write_metrics
 from kinema.errors import KinemaError
 from kinema.features.root import RootConfig, compute_root, to_root_space, vectors_to_root_space
-from kinema.maths import quat
+from kinema.maths import angles, quat
 from kinema.motion import kinematics
 
 DESCRIPTION = "styles: a Bandai biped switching walking styles live (normal, angry, old, proud, tired...)"
 DEFAULT_STYLES = ("normal", "angry", "old", "proud", "tired")
 FPS = 30.0
+OUT, FRAMES = "out/demo_styles", 600
 FEET = ("Foot_L", "Foot_R", "Toes_L", "Toes_R")
 MIN_FRAMES = 90                                   # shorter takes are left out of a library
 
@@ -122,7 +122,7 @@ class StyleLibrary:
                 local[:, hips] = quat.mul(quat.inv(rt.rotations.astype(np.float64)), g_rot[:, hips])
                 step = np.zeros((m.num_frames, 3), np.float32)
                 step[:-1] = to_root_space(rt[:-1], rt.positions[1:])
-                yaw = np.unwrap(np.arctan2(rt.directions[:, 0], rt.directions[:, 2]).astype(np.float64))
+                yaw = np.unwrap(angles.yaw(rt.directions).astype(np.float64))
                 turn = np.append(np.diff(yaw), 0.0)
                 feet = [m.skeleton.index(n) for n in FEET]
                 clips.setdefault(style, []).append(StyleClip(
@@ -200,7 +200,7 @@ class StylePlayer:
         self.position = self.position + np.array([cy * s[0] + sy * s[2], 0.0, cy * s[2] - sy * s[0]])
         self.yaw += float(c.turn[self.frame])
         if heading is not None:
-            self.yaw += turn_rate * ((heading - self.yaw + math.pi) % (2 * math.pi) - math.pi)
+            self.yaw += turn_rate * angles.wrap(heading - self.yaw)
         self.frame += 1
         if self.frame >= c.steady[1] - self.margin // 2:
             self._jump([c], exclude_current=True)
@@ -253,7 +253,6 @@ def style_gait_features(positions: np.ndarray, skeleton, fps: float = FPS) -> di
 
 # ---------------------------------------------------------------------- the demo
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_common_arguments(parser, "out/demo_styles", frames=600)
     parser.add_argument("--styles", default=",".join(DEFAULT_STYLES), help="comma-separated Bandai styles to load")
     parser.add_argument("--every", type=int, default=120, help="headless: frames per style before switching")
 
@@ -302,33 +301,33 @@ class StyleProgram:
 
     def gui(self, ui) -> None:
         styles = self.player.lib.styles
-        panel(ui, "styles", [f"style: {self.player.style}  (switches {self.player.switches})",
+        ui.lines("styles", [f"style: {self.player.style}  (switches {self.player.switches})",
                              "keys: " + "  ".join(f"{i + 1} {s}" for i, s in enumerate(styles[:9]))], width=520)
 
 
-def run(args: argparse.Namespace) -> int:
+    def metrics(self) -> dict:
+        poses = np.asarray(self.poses)
+        segments = []
+        shown = self.styles_shown
+        edges = [0] + [i for i in range(1, len(shown)) if shown[i] != shown[i - 1]] + [len(shown)]
+        for a, b in zip(edges[:-1], edges[1:]):
+            settle = min(a + 20, b)                     # after the transition has blended out
+            if b - settle >= 30:
+                segments.append({"style": shown[a], "frames": b - settle,
+                                 **style_gait_features(poses[settle:b], self.player.lib.skeleton)})
+        return {"styles": list(self.player.lib.styles), "switches": self.player.switches, "segments": segments}
+
+
+def programs(args: argparse.Namespace) -> list[tuple[str, StyleProgram]]:
+    """Headless (and manual): the styles in turn, ``--every`` frames each; standalone: keys 1-9."""
     styles = [s for s in args.styles.split(",") if s]
-    library = StyleLibrary.load(styles)
-    player = StylePlayer(library, styles[0])
-    headless = args.headless or args.mode == "headless"
-    program = StyleProgram(player, args.every if headless else None)
-    info = run_program(program, args, "kinema: styles", FPS, "styles.mp4")
-    poses = np.asarray(program.poses)
-    segments = []
-    shown = program.styles_shown
-    edges = [0] + [i for i in range(1, len(shown)) if shown[i] != shown[i - 1]] + [len(shown)]
-    for a, b in zip(edges[:-1], edges[1:]):
-        settle = min(a + 20, b)                     # after the transition has blended out
-        if b - settle >= 30:
-            segments.append({"style": shown[a], "frames": b - settle,
-                             **style_gait_features(poses[settle:b], library.skeleton)})
-    metrics = {**info, "styles": styles, "switches": player.switches, "segments": segments}
-    path = write_metrics(args.out, metrics)
-    for s in segments:
-        print(f"styles: {s['style']:8s} speed {s['speed_m_s']:.2f} m/s  cadence {s['cadence_steps_s']:.2f}/s  "
-              f"head {s['head_height_m']:.2f} m  lean {s['lean_m']:+.2f} m  arm swing {s['arm_swing_m']:.2f} m")
-    print(f"-> {path}")
-    return 0
+    player = StylePlayer(StyleLibrary.load(styles), styles[0])
+    return [("styles", StyleProgram(player, args.every if args.mode != "standalone" else None))]
+
+
+def report(m: dict) -> str:
+    return "; ".join(f"{s['style']} speed {s['speed_m_s']:.2f} m/s cadence {s['cadence_steps_s']:.2f}/s "
+                     f"lean {s['lean_m']:+.2f} m" for s in m["segments"])
 
 
 def live_styles(library: StyleLibrary, style: str):

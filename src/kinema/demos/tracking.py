@@ -23,14 +23,13 @@ import numpy as np
 import kinema.io
 from kinema.data import optional_path, require_path
 from kinema.demos import _threepoint as tp
-from kinema.demos._showcase import add_common_arguments, panel, run_program, write_metrics
 
 DESCRIPTION = "three-point tracking: full body from head + wrists (held-out LaFAN1, learned MLP)"
+OUT, FRAMES, FPS = "out/demo_tracking", 300, tp.FPS
 SIDE = np.array([1.2, 0.0, 0.0], np.float32)   # ground truth is drawn this far to the side
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_common_arguments(parser, "out/demo_tracking", frames=300)
     parser.add_argument("--checkpoint", type=Path, default=None,
                         help="tracker checkpoint (default models/tracking_lafan1.safetensors)")
     parser.add_argument("--clip", default=tp.HELD_OUT_CLIPS[0],
@@ -65,8 +64,8 @@ def reconstruct(args: argparse.Namespace) -> dict:
 class TrackingProgram:
     """Replays the reconstruction frame by frame; draws prediction, tracked points, truth."""
 
-    def __init__(self, result: dict, character=None) -> None:
-        self.r, self.character = result, character
+    def __init__(self, result: dict, character=None, clip: str = "", checkpoint: str = "") -> None:
+        self.r, self.character, self.clip, self.checkpoint = result, character, clip, checkpoint
         self.frame = 0
         self.errors: list[float] = []
         self.parents = np.asarray(result["motion"].parents)
@@ -105,11 +104,21 @@ class TrackingProgram:
 
     def gui(self, ui) -> None:
         e = self.r["errors"]
-        panel(ui, "three-point tracking", [
+        ui.lines("three-point tracking", [
             f"frame {self.frame}  error now {1000 * e['per_frame_m'][self.frame]:.0f} mm",
             f"clip mean {1000 * e['mpjpe_m']:.0f} mm (mean pose {1000 * self.r['baseline']['mpjpe_m']:.0f} mm)",
             "left: prediction + tracked points (red)", "right: ground truth"],
               x=max(10, getattr(self.app, "width", 960) - 370))
+
+    def metrics(self) -> dict:
+        e, names = self.r["errors"], self.r["motion"].joint_names
+        shown = np.asarray(self.errors) if self.errors else e["per_frame_m"]
+        return {"clip": self.clip, "frames_predicted": len(e["per_frame_m"]),
+                "mpjpe_m": e["mpjpe_m"], "mpjpe_shown_frames_m": float(np.mean(shown)),
+                "baseline_mean_pose_mpjpe_m": self.r["baseline"]["mpjpe_m"],
+                "per_joint_m": dict(zip(names, e["per_joint_m"])),
+                "tracked_points_error_m": {n: float(e["per_joint_m"][names.index(n)]) for n in tp.TRACKED},
+                "checkpoint": self.checkpoint}
 
 
 def _character():
@@ -121,7 +130,7 @@ def _character():
     return load_character(path)
 
 
-def run(args: argparse.Namespace) -> int:
+def programs(args: argparse.Namespace) -> list[tuple[str, TrackingProgram]]:
     if args.train:
         root = require_path("lafan1", what="the LaFAN1 takes (to train)")
         out = args.checkpoint or tp.default_checkpoint()
@@ -129,22 +138,14 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(max(1, args.threads))
         history = tp.train(root, out, epochs=args.epochs, seed=args.seed, dropout=args.dropout)
         print(f"tracker: {args.epochs} epochs, val loss {history['val'][-1]:.4f} -> {out}")
-        return 0
-    result = reconstruct(args)
-    program = TrackingProgram(result, _character())
-    run_info = run_program(program, args, "kinema: three-point tracking", tp.FPS, "tracking.mp4")
-    e, names = result["errors"], result["motion"].joint_names
-    shown = np.asarray(program.errors) if program.errors else e["per_frame_m"]
-    metrics = {**run_info, "clip": args.clip, "frames_predicted": len(e["per_frame_m"]),
-               "mpjpe_m": e["mpjpe_m"], "mpjpe_shown_frames_m": float(np.mean(shown)),
-               "baseline_mean_pose_mpjpe_m": result["baseline"]["mpjpe_m"],
-               "per_joint_m": dict(zip(names, e["per_joint_m"])),
-               "tracked_points_error_m": {n: float(e["per_joint_m"][names.index(n)]) for n in tp.TRACKED},
-               "checkpoint": str(args.checkpoint or tp.default_checkpoint())}
-    path = write_metrics(args.out, metrics)
-    print(f"tracking ({run_info['mode']}): {args.clip} MPJPE {1000 * e['mpjpe_m']:.1f} mm "
-          f"(mean-pose baseline {1000 * result['baseline']['mpjpe_m']:.1f} mm) -> {path}")
-    return 0
+        return []
+    checkpoint = str(args.checkpoint or tp.default_checkpoint())
+    return [("tracking", TrackingProgram(reconstruct(args), _character(), args.clip, checkpoint))]
+
+
+def report(m: dict) -> str:
+    return (f"{m['clip']} MPJPE {1000 * m['mpjpe_m']:.1f} mm "
+            f"(mean-pose baseline {1000 * m['baseline_mean_pose_mpjpe_m']:.1f} mm)")
 
 
 def served_clips(args: argparse.Namespace) -> list:

@@ -9,28 +9,26 @@ position now) from the current pose and joint velocities. Training runs inside t
 
 Headless it writes ``loss.png`` every ``--plot-every`` frames and ``metrics.json`` at the
 end (losses, validation error of the last predicted frame in metres against copying the
-current pose, step rate) plus ``model.safetensors``. Playback shows the held-out last 20% of
-the clip, which is never trained on. With ``--render`` (and a display, e.g.
-``xvfb-run``) it also writes PNG frames of the character (white), the true future pose
-(green) and the predicted one (orange); without ``--headless`` it opens a window.
+current pose, step rate) plus ``model.safetensors`` and ``training.mp4`` (every
+``--render-every`` frames; ``--png`` also as PNG files) of the character (white), the true
+future pose (green) and the predicted one (orange). Playback shows the held-out last 20% of
+the clip, which is never trained on.
 """
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
 import numpy as np
 
 import kinema.io
-from kinema.demos._showcase import write_metrics
 
 DESCRIPTION = "a network learns to anticipate future motion on real mocap, live"
+OUT, FRAMES, FPS, RENDER_EVERY = "out/demo_training", 1200, 30.0, 100
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--headless", action="store_true", help="no window; write plots and metrics")
-    parser.add_argument("--frames", type=int, default=1200, help="frames to run")
-    parser.add_argument("--out", type=Path, default=Path("out/demo_training"), help="output folder")
     parser.add_argument("--clip", type=Path, default=None,
                         help="motion file (default: LaFAN1 walk from the shared data, else the bundled CMU walk)")
     parser.add_argument("--fps", type=float, default=30.0, help="rate the clip is resampled to")
@@ -40,8 +38,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--plot-every", type=int, default=100, help="frames between loss plots")
-    parser.add_argument("--render", action="store_true", help="headless: also write PNG frames (needs a display)")
-    parser.add_argument("--render-every", type=int, default=100)
 
 
 def default_clip() -> Path:
@@ -75,11 +71,36 @@ class AnticipationProgram:
     the predicted one."""
 
     def __init__(self, trainer, x: np.ndarray, y: np.ndarray, split: int, parents, steps_per_frame: int,
-                 plot_every: int, out: Path):
+                 plot_every: int, out: Path, clip: Path, horizon: int, fps: float):
         self.trainer, self.x, self.y, self.split, self.parents = trainer, x, y, split, parents
         self.steps_per_frame, self.plot_every, self.out = steps_per_frame, max(plot_every, 1), out
+        self.clip, self.horizon, self.fps = clip, horizon, fps
         self.frame = 0
         self.sample = split
+        self.t0 = time.perf_counter()
+
+    def start(self, app) -> None:
+        self.t0 = time.perf_counter()
+        cam = getattr(app.renderer, "camera", None)
+        if cam is not None:
+            cam.set_fixed([2.5, 1.6, 3.0], [0.0, 0.9, 0.0])
+            cam.snap()
+
+    def on_stop(self) -> None:
+        """The last loss plot and the trained model (``out/loss.png``, ``out/model.safetensors``)."""
+        from kinema.nn.checkpoint import save_checkpoint
+        from kinema.nn.train import plot_losses
+
+        self.seconds = time.perf_counter() - self.t0
+        plot_losses(self.trainer.history, self.out / "loss.png")
+        save_checkpoint(self.out / "model.safetensors", self.trainer.model,
+                        config={"demo": "training", "clip": str(self.clip), "horizon": self.horizon, "fps": self.fps},
+                        normalisation={"inputs": "pose+velocity, hips-relative"})
+
+    def metrics(self) -> dict:
+        xv, yv = self.trainer.val_data
+        return _metrics(self.trainer.model, self.trainer, xv, yv, self.frame,
+                        getattr(self, "seconds", time.perf_counter() - self.t0), self.clip)
 
     def update(self, dt: float) -> None:
         from kinema.nn.train import plot_losses
@@ -108,15 +129,11 @@ class AnticipationProgram:
         renderer.draw_skeleton(pred.astype(np.float32), self.parents, color=(1.0, 0.6, 0.2, 1.0), width=3.0)
 
 
-def run(args: argparse.Namespace) -> int:
+def programs(args: argparse.Namespace) -> list[tuple[str, AnticipationProgram]]:
     import torch
 
-    from kinema.demos._showcase import renderer_available
-    from kinema.engine.app import App, display_available
-    from kinema.engine.scene import Scene
-    from kinema.nn.checkpoint import save_checkpoint
     from kinema.nn.models import SequenceMLP
-    from kinema.nn.train import TrainConfig, Trainer, plot_losses, seed_everything
+    from kinema.nn.train import TrainConfig, Trainer, seed_everything
 
     torch.set_num_threads(min(2, torch.get_num_threads()))
     clip = args.clip or default_clip()
@@ -135,43 +152,14 @@ def run(args: argparse.Namespace) -> int:
                          restart_epochs=10, epochs=10**9)
     trainer = Trainer(model, (xt, yt), (xv, yv), config)
     args.out.mkdir(parents=True, exist_ok=True)
-    program = AnticipationProgram(trainer, x, y, split, motion.parents, args.steps_per_frame,
-                                  args.plot_every, args.out)
+    return [("training", AnticipationProgram(trainer, x, y, split, motion.parents, args.steps_per_frame,
+                                             args.plot_every, args.out, clip, args.horizon, args.fps))]
 
-    mode = "headless" if args.headless else "standalone"
-    render = (args.render or not args.headless) and renderer_available() and display_available()
-    if not render and (args.render or not args.headless):
-        print("kinema demo training: rendering needs kinema.render and a display (try xvfb-run); "
-              "running headless without it")
-        mode = "headless"
-    renderer = None
-    if render:
-        from kinema.render import Renderer
-        renderer = Renderer()
-    app = App(Scene("training"), program, mode=mode, fps=args.fps, renderer=renderer,
-              render=render and mode == "headless", render_every=args.render_every,
-              capture_dir=args.out / "frames" if render and mode == "headless" else None,
-              width=960, height=540, title="kinema: training demo")
-    if renderer is not None:  # opened here to place the camera; the App reuses it
-        renderer.open(960, 540, "kinema: training demo", headless=mode == "headless")
-        renderer.camera.set_fixed([2.5, 1.6, 3.0], [0.0, 0.9, 0.0])
-        renderer.camera.snap()
-    try:
-        stats = app.run(args.frames)
-    finally:
-        if renderer is not None:
-            renderer.close()
-    plot_losses(trainer.history, args.out / "loss.png")
-    save_checkpoint(args.out / "model.safetensors", model, config={"demo": "training", "clip": str(clip),
-                    "horizon": args.horizon, "fps": args.fps}, normalisation={"inputs": "pose+velocity, hips-relative"})
-    metrics = _metrics(model, trainer, xv, yv, program.frame, stats.wall_seconds, clip)
-    metrics["frames_written"] = [str(p) for p in stats.captures]
-    write_metrics(args.out, metrics)
-    print(f"training demo: {program.frame} frames, {trainer.global_step} steps, loss {metrics['initial_loss']:.3g} -> "
-          f"{metrics['final_loss']:.3g}; validation error at +{args.horizon} frames "
-          f"{100 * metrics['val_error_last_frame_m']:.1f} cm (copying the pose: "
-          f"{100 * metrics['copy_pose_error_last_frame_m']:.1f} cm) -> {args.out / 'metrics.json'}")
-    return 0
+
+def report(m: dict) -> str:
+    return (f"{m['frames']} frames, {m['steps']} steps, loss {m['initial_loss']:.3g} -> {m['final_loss']:.3g}; "
+            f"validation error at the last predicted frame {100 * m['val_error_last_frame_m']:.1f} cm "
+            f"(copying the pose: {100 * m['copy_pose_error_last_frame_m']:.1f} cm)")
 
 
 def _metrics(model, trainer, xv, yv, frames: int, seconds: float, clip) -> dict:

@@ -15,11 +15,12 @@ All three run the same fixed step (:meth:`App.fixed_step`), so the same program 
 same input gives bit-identical state in headless and manual mode.
 
 A *program* is any object with optional methods ``start(app)``, ``update(dt)``,
-``late_update(dt)``, ``draw(renderer)``, ``gui(ui)`` and ``on_stop()``. Per fixed step:
+``late_update(dt)``, ``draw(renderer)``, ``gui(ui)``, ``after_frame(renderer)`` and
+``on_stop()``. Per fixed step:
 input is read, then ``program.update``, then the scene's ``on_start``/``update``/
 ``late_update``, then ``program.late_update``. Per rendered frame: ``begin_frame``, every
 component's ``draw``, ``program.draw``, ``begin_gui``, every ``gui``, ``program.gui``,
-``end_frame``.
+``end_frame``, ``program.after_frame`` (the frame as shown: its camera and projection).
 
 The engine never imports :mod:`kinema.render`: whoever starts the App (the demo runner,
 ``kinema view``) passes a renderer or a factory for one, from above.
@@ -278,6 +279,7 @@ class App:
         if self.show_profiler:
             self.profiler.gui(ui)
         r.end_frame()
+        self._call("after_frame", r)
         self.time.render_frame += 1
         if self.capture_dir is None:
             return None

@@ -20,7 +20,7 @@ from typing import Literal
 import numpy as np
 
 from kinema.errors import KinemaError
-from kinema.maths import quat
+from kinema.maths import angles, quat
 
 JointRef = str | int
 Smoothing = Literal["none", "savgol", "gaussian"]
@@ -149,7 +149,7 @@ class Root:
 
     def yaw_rates(self, fps: float) -> np.ndarray:
         """Turning rate about +Y (F,), rad/s, central differences of the unwrapped yaw."""
-        yaw = np.unwrap(np.arctan2(self.directions[:, 0], self.directions[:, 2]).astype(np.float64))
+        yaw = np.unwrap(angles.yaw(self.directions).astype(np.float64))
         return finite_difference(yaw, fps).astype(np.float32)
 
     def mirror(self, axis: int = 0) -> Root:
@@ -252,7 +252,7 @@ def _planar_unit(d: np.ndarray) -> np.ndarray:
 
 def yaw_quaternions(directions: np.ndarray) -> np.ndarray:
     """Yaw-only quaternions (..., 4) rotating +Z onto unit floor ``directions`` (..., 3)."""
-    half = 0.5 * np.arctan2(directions[..., 0], directions[..., 2])
+    half = 0.5 * angles.yaw(directions)
     q = np.zeros(directions.shape[:-1] + (4,), np.float64)
     q[..., 0] = np.cos(half)
     q[..., 2] = np.sin(half)

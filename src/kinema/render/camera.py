@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kinema.engine.protocols import InputFrame
+from kinema.maths import angles
 
 MODES = ("orbit", "follow", "fixed", "free")
 
@@ -162,7 +163,7 @@ class CameraRig:
             # start flying from where the camera is now
             self.free_position = self.camera.position.copy()
             d = self.camera.target - self.camera.position
-            self.free_yaw = float(np.arctan2(d[0], d[2]))
+            self.free_yaw = float(angles.yaw(d))
             self.free_pitch = float(np.arcsin(np.clip(d[1] / max(np.linalg.norm(d), 1e-9), -1, 1)))
         self.mode = mode
 

@@ -9,6 +9,7 @@ import numpy as np
 
 import kinema.io
 from kinema.errors import KinemaError, UnsupportedFormatError
+from kinema.maths import angles
 from kinema.motion.extent import body_box, body_centre, figure_size
 
 MESH_SUFFIXES = {".glb", ".gltf", ".fbx"}
@@ -187,7 +188,7 @@ def _travel_heading(focus: np.ndarray, fps: float, window: float = 0.5) -> np.nd
     idx = np.arange(n)
     d = focus[np.minimum(idx + k, n - 1)] - focus[np.maximum(idx - k, 0)]
     speed = np.hypot(d[:, 0], d[:, 2])
-    heading = np.arctan2(d[:, 0], d[:, 2])
+    heading = angles.yaw(d)
     moving = speed > 0.1
     out = np.zeros(n)
     last = float(heading[np.argmax(moving)]) if moving.any() else 0.0

@@ -91,6 +91,12 @@ class Ui:
             self._panels.append((x, y, width, h))
             self._cursor = None
 
+    def lines(self, title: str, lines: list[str], x: float = 10, y: float = 40, width: float = 360) -> None:
+        """A titled panel holding one label per line of text."""
+        with self.panel(title, x=x, y=y, width=width):
+            for line in lines:
+                self.label(line)
+
     def _rect(self, rect, height: float = ROW) -> rl.Rectangle:
         if rect is not None:
             if self._cursor is None:   # a free-standing widget also keeps the mouse from the camera

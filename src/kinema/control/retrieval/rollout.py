@@ -29,6 +29,7 @@ from kinema.control.retrieval.sequences import Retriever
 from kinema.features.root import yaw_rotate
 from kinema.matching.database import Database
 from kinema.matching.search import Exclusion
+from kinema.maths import angles
 
 
 def root_motion(db: Database, poses: np.ndarray) -> np.ndarray:
@@ -55,7 +56,7 @@ def integrate_root(root_pos: np.ndarray, root_dir: np.ndarray, motion: np.ndarra
     """Advance roots (B, 3), (B, 3) by one frame (1 / ``fps`` s) of root motion (B, 3) =
     (vx, vz, yaw rate) given in the root frame of the frame reached (m/s, rad/s): turn
     first, then move along the new facing."""
-    yaw = np.arctan2(root_dir[:, 0], root_dir[:, 2]) + motion[:, 2] / fps
+    yaw = angles.yaw(root_dir) + motion[:, 2] / fps
     s, c = np.sin(yaw), np.cos(yaw)
     dx, dz = motion[:, 0] / fps, motion[:, 1] / fps
     pos = root_pos + np.stack([c * dx + s * dz, np.zeros_like(dx), c * dz - s * dx], -1)

@@ -1,0 +1,19 @@
+"""Angles about the vertical: the yaw of floor directions and wrapping to [-pi, pi).
+
+Conventions (docs/architecture.md): Y up, a character faces +Z at yaw 0, and a positive yaw
+turns +Z toward +X.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def yaw(directions: np.ndarray) -> np.ndarray:
+    """Yaw (...,) in radians of floor directions (..., 3) (x and z used; need not be unit)."""
+    d = np.asarray(directions)
+    return np.arctan2(d[..., 0], d[..., 2])
+
+
+def wrap(angles):
+    """``angles`` (radians, any shape) wrapped into [-pi, pi)."""
+    return (angles + np.pi) % (2 * np.pi) - np.pi
