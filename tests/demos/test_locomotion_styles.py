@@ -137,7 +137,7 @@ def test_live_switch_keeps_the_character_in_place(shared_data, cache):
     """Switching to the styles and back (as keys 4 and 1 do) keeps the root where it was."""
     _bandai(shared_data)
     from kinema.control.retrieval.controller import RetrievalController
-    from kinema.demos.styles import StyleLibrary
+    from kinema.control.styles import StyleLibrary
 
     checkpoint, baseline = loco.MODEL_DIR / loco.SAMPLE_MODEL, None
     ctl = RetrievalController(checkpoint, cached_database(checkpoint, cache), baseline, mode="matching")

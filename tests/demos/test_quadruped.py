@@ -10,7 +10,8 @@ import json
 import numpy as np
 import pytest
 
-from kinema.demos import _quadruped as q
+from kinema.control.quadruped import DogController
+from kinema.matching import quadruped as q
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +22,7 @@ def database(shared_data):
 
 
 def _roll(db, gait, heading_deg, frames=200, lock=True):
-    c = q.DogController(db, foot_lock=lock)
+    c = DogController(db, foot_lock=lock)
     d = np.array([np.sin(np.radians(heading_deg)), np.cos(np.radians(heading_deg))])
     poses, contacts = [], []
     for _ in range(frames):

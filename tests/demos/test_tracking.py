@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import kinema
-from kinema.demos import _threepoint as tp
+from kinema.control import tracking as tp
 
 THRESHOLD_M = 0.125
 

@@ -6,7 +6,7 @@ is held); its predicted trajectory at +20/+40/+60 frames, relative to the charac
 root, is the controller's 12-d joystick. Keys 1/2/3 (or gamepad x/y/b) switch live between
 the retrieval controller, the no-retrieval model and motion-matching playback; key 4 (or
 gamepad a) switches to the Bandai walking styles when ``bandai_namco/dataset-1`` is in the
-shared data folder: :class:`kinema.demos.styles.StylePlayer` walks the character in the
+shared data folder: :class:`kinema.control.styles.StylePlayer` walks the character in the
 stick's direction at the style's own pace, keys 5-9 or the GUI dropdown pick the style
 (normal, angry, old, proud, tired), switched at the best-matching frame with a blend.
 
@@ -38,7 +38,7 @@ controller's run is also written as ``locomotion_<controller>.mp4`` (unless ``--
 and ``metrics.json`` gets, per rendered frame, the camera and the hips' pixel.
 ``--controller styles`` runs the styles instead (not part of ``all``): ``--style NAME``
 walks one style, ``--styles a,b,c`` switches through them every ``--style-every`` frames;
-the metrics hold the gait features (:func:`kinema.demos.styles.style_gait_features`) of
+the metrics hold the gait features (:func:`kinema.control.styles.style_gait_features`) of
 each style segment.
 """
 from __future__ import annotations
@@ -135,12 +135,12 @@ def bandai_available() -> bool:
 
 
 class StyleDriver:
-    """The ``styles`` mode: a :class:`~kinema.demos.styles.StylePlayer` (Bandai walks,
+    """The ``styles`` mode: a :class:`~kinema.control.styles.StylePlayer` (Bandai walks,
     30 fps) advanced in the demo's 60 Hz steps and steered toward the simulation object's
     facing. It keeps the poses it showed (30 fps) and their styles for the metrics."""
 
     def __init__(self, library, style: str) -> None:
-        from kinema.demos.styles import StylePlayer
+        from kinema.control.styles import StylePlayer
 
         self.library = library
         self.player = StylePlayer(library, style)
@@ -169,7 +169,7 @@ class StyleDriver:
 
     def step(self, direction: np.ndarray, dt: float) -> None:
         """Advance ``dt`` seconds, heading for the floor ``direction`` (3,)."""
-        from kinema.demos.styles import FPS
+        from kinema.control.styles import FPS
 
         self.clock += dt
         heading = float(angles.yaw(direction))
@@ -191,7 +191,7 @@ class StyleDriver:
 
     def segments(self) -> list[dict]:
         """Gait features of every style segment shown (after STYLE_SETTLE frames of blend)."""
-        from kinema.demos.styles import style_gait_features
+        from kinema.control.styles import style_gait_features
 
         poses, shown, out = np.asarray(self.poses), self.shown, []
         edges = [0] + [i for i in range(1, len(shown)) if shown[i] != shown[i - 1]] + [len(shown)]
@@ -457,7 +457,7 @@ def style_schedule(styles: list[str], every: int):
 def load_styles(args) -> tuple[StyleDriver | None, list[str]]:
     """The styles mode's driver (None when the Bandai walks are absent and not asked for)
     and the headless schedule's styles."""
-    from kinema.demos.styles import DEFAULT_STYLES, StyleLibrary
+    from kinema.control.styles import DEFAULT_STYLES, StyleLibrary
 
     wanted = args.controller == "styles" or args.style is not None or args.styles is not None
     if not bandai_available():

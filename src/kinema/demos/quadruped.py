@@ -1,6 +1,6 @@
 """``kinema demo quadruped``: the MANN dog steered in four gaits (walk, pace, trot, canter).
 
-A motion-matching controller (:mod:`kinema.demos._quadruped`) over the 11 MANN dog takes
+A motion-matching controller (:mod:`kinema.control.quadruped` over :mod:`kinema.matching.quadruped`) over the 11 MANN dog takes
 (60 fps BVH, played at 30 fps, mirrored copies included): gait labels are measured from the
 footfall pattern of the data, each search is restricted to the commanded gait, transitions
 are inertialized and planted paws are locked by leg IK. The dog character
@@ -21,8 +21,9 @@ import math
 import numpy as np
 
 import kinema.io
+from kinema.control.quadruped import DogController
 from kinema.data import optional_path
-from kinema.demos import _quadruped as q
+from kinema.matching import quadruped as q
 
 DESCRIPTION = "quadruped: MANN dog, motion matching with walk/pace/trot/canter, steering, paw locking"
 OUT, FRAMES, FPS = "out/demo_quadruped", 240, q.FPS
@@ -56,7 +57,7 @@ def schedule(args: argparse.Namespace, frames: int) -> list[tuple[int, str, floa
 class DogProgram:
     """Feeds the controller from a schedule (headless) or from the player's input."""
 
-    def __init__(self, controller: q.DogController, character=None, commands=None) -> None:
+    def __init__(self, controller: DogController, character=None, commands=None) -> None:
         self.c, self.character, self.commands = controller, character, commands
         self.gait, self.heading = (commands[0][1], commands[0][2]) if commands else ("trot", 0.0)
         self.frame = 0
@@ -164,7 +165,7 @@ def programs(args: argparse.Namespace) -> list[tuple[str, DogProgram]]:
     """Headless (and manual): the commanded schedule; standalone: the player steers."""
     db = q.build_database(q.default_paths())
     commands = schedule(args, args.frames) if args.mode != "standalone" else None
-    controller = q.DogController(db, foot_lock=not args.no_lock, start_gait=(commands or [(0, "trot")])[0][1])
+    controller = DogController(db, foot_lock=not args.no_lock, start_gait=(commands or [(0, "trot")])[0][1])
     return [("quadruped", DogProgram(controller, _character(), commands))]
 
 
@@ -183,7 +184,7 @@ def live_dog(db: q.Database, character=None, gait: str = "trot", heading: float 
         def __init__(self) -> None:
             parents = character.skeleton.parents if character is not None else db.skeleton.parents
             super().__init__("dog (live: steer it)", parents, character, color=(200, 160, 110), fps=q.FPS)
-            self.controller = q.DogController(db, foot_lock=lock, start_gait=gait)
+            self.controller = DogController(db, foot_lock=lock, start_gait=gait)
             self.gait, self.heading = gait, heading
 
         def add_gui(self, gui) -> None:
@@ -213,7 +214,7 @@ def served_clips(args: argparse.Namespace) -> list:
     character = _character()
     clips = [live_dog(db, character, args.gait, args.heading, not args.no_lock)]
     for i, gait in enumerate(q.GAITS):
-        c = q.DogController(db, foot_lock=not args.no_lock, start_gait=gait)
+        c = DogController(db, foot_lock=not args.no_lock, start_gait=gait)
         d = _direction(args.heading + 90 * i)
         rot, pos = zip(*(c.step(d, gait) for _ in range(frames)))
         m = Motion.from_global(db.skeleton, q.FPS, np.array(rot), np.array(pos), name=gait)

@@ -2,7 +2,7 @@
 as a VR headset and two controllers give them).
 
 The tracked points are replayed from a held-out LaFAN1 take (never seen in training); a
-small MLP (``models/tracking_lafan1.safetensors``, :mod:`kinema.demos._threepoint`)
+small MLP (``models/tracking_lafan1.safetensors``, :mod:`kinema.control.tracking`)
 reconstructs every joint. The window shows the prediction (skinned when the LaFAN1
 character is in the data folder) with the tracked points as red spheres, the ground truth
 1.2 m to its right (green), and the error. Headless (``--headless --frames N --out DIR``)
@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 
 import kinema.io
+from kinema.control import tracking as tp
 from kinema.data import optional_path, require_path
-from kinema.demos import _threepoint as tp
 
 DESCRIPTION = "three-point tracking: full body from head + wrists (held-out LaFAN1, learned MLP)"
 OUT, FRAMES, FPS = "out/demo_tracking", 300, tp.FPS

@@ -10,7 +10,8 @@ import pytest
 
 import kinema
 from kinema.cli.demo import demo_parser, run_demo
-from kinema.demos import styles as st
+from kinema.control import styles as st
+from kinema.demos import styles as styles_demo
 
 KEYS = ("speed_m_s", "cadence_steps_s", "head_height_m", "lean_m", "arm_swing_m")
 
@@ -74,7 +75,7 @@ def test_demo_headless_metrics(tmp_path, shared_data):
 def test_served_live_walker_switches_style(shared_data):
     """``kinema serve styles``: the live clip walks and takes a new style while it plays."""
     _, parser = demo_parser("styles")
-    live, recorded = st.served_clips(parser.parse_args(["--frames", "40", "--styles", "normal,old"]))
+    live, recorded = styles_demo.served_clips(parser.parse_args(["--frames", "40", "--styles", "normal,old"]))
     assert getattr(live, "live", False) and recorded.num_frames == 40
     hips = []
     for i in range(90):

@@ -1,6 +1,7 @@
-"""A motion-matching controller for the MANN dog (Zhang et al. 2018): gait labels measured
-from the footfall pattern, a small feature database, search restricted to the commanded
-gait, inertialized transitions and live four-leg foot locking.
+"""The MANN dog's motion-matching database (Zhang et al. 2018): gait labels measured from
+the footfall pattern as a feature group beside trajectory, paws and hips, a search mask
+per gait (:attr:`Database.valid`, :attr:`Database.gait`); the controller that plays it is
+:class:`kinema.control.quadruped.DogController`.
 
 Gaits from footfalls: over a 1 s window the correlations of the four paws' heights tell
 the gaits apart (front left/right ``LeftHand``/``RightHand``, hind ``LeftFoot``/``RightFoot``):
@@ -21,11 +22,11 @@ from pathlib import Path
 import numpy as np
 
 import kinema.io
+from kinema.data import require_path
 from kinema.errors import KinemaError
+from kinema.features.contacts import contacts as paw_contacts
 from kinema.features.root import Root, RootConfig, compute_root, to_root_space, vectors_to_root_space
-from kinema.ik.pose import solve_pose
 from kinema.maths import angles, quat
-from kinema.motion import kinematics
 
 FPS = 30.0
 PAWS = ("LeftHand", "RightHand", "LeftFoot", "RightFoot")      # front left, front right, hind left, hind right
@@ -110,11 +111,12 @@ def run_remaining(labels: np.ndarray) -> np.ndarray:
 
 
 def contacts(positions: np.ndarray, paws: list[int], fps: float = FPS) -> np.ndarray:
-    """(F, 4) bool paw contacts: near the take's lowest paw height and slow."""
-    h = positions[:, paws, 1]
-    base = np.percentile(h, 3, axis=0)
-    v = np.linalg.norm(np.gradient(positions[:, paws], axis=0), axis=-1) * fps
-    return (h < base + 0.04) & (v < 0.5)
+    """(F, 4) bool paw contacts (:func:`kinema.features.contacts.contacts`): within 4 cm of
+    the take's lowest paw height (its 3rd percentile) and slower than 0.5 m/s, unfiltered."""
+    base = np.percentile(positions[:, paws, 1], 3, axis=0)
+    velocities = np.gradient(positions, axis=0) * fps
+    return paw_contacts(positions, fps, paws, height_threshold=base + 0.04, speed_threshold=0.5, filter_size=1,
+                        velocities=velocities)
 
 
 @dataclass
@@ -155,10 +157,6 @@ class Database:
     @property
     def num_frames(self) -> int:
         return int(len(self.gait))
-
-
-def _yaw(directions: np.ndarray) -> np.ndarray:
-    return angles.yaw(directions)
 
 
 def clip_features(g_pos: np.ndarray, root: Root, paws: list[int]) -> np.ndarray:
@@ -204,7 +202,7 @@ def build_database(paths, mirror: bool = True) -> Database:
         gait = drop_short_runs(gait, MIN_RUN)
         step = np.zeros((f, 3), np.float32)
         step[:-1] = to_root_space(root[:-1], root.positions[1:])
-        yaw = np.unwrap(_yaw(root.directions.astype(np.float64)))
+        yaw = np.unwrap(angles.yaw(root.directions.astype(np.float64)))
         dyaw = np.zeros(f)
         dyaw[:-1] = np.diff(yaw)
         local = m.rotations.astype(np.float64).copy()
@@ -245,167 +243,5 @@ def build_database(paths, mirror: bool = True) -> Database:
 
 
 def default_paths() -> list[Path]:
-    from kinema.data import require_path
     folder = require_path("quadruped", "bvh", what="the MANN dog takes")
     return sorted(folder.glob("*.bvh"))
-
-
-class DogController:
-    """Steers the dog: ``step(direction, gait)`` once per frame at 30 fps.
-
-    Args:
-        db: the :class:`Database`.
-        search_every: frames between searches (also searches at once when the gait changes).
-        halflife: inertialization halflife (s) of transitions; the trajectory spring's too.
-        foot_lock: lock planted paws (IK on each leg).
-    """
-
-    def __init__(self, db: Database, search_every: int = 24, halflife: float = 0.12, foot_lock: bool = True,
-                 start_gait: str = "walk") -> None:
-        self.db, self.search_every, self.halflife, self.use_lock = db, search_every, halflife, foot_lock
-        self.index = int(np.nonzero(db.valid & (db.gait == GAITS.index(start_gait)))[0][0])
-        self.position = np.zeros(3)              # root on the floor, world
-        self.yaw = 0.0                           # root facing angle about +Y (0: +Z)
-        self.velocity = np.zeros(3)
-        self.accel = np.zeros(3)
-        self.gait: str | None = None
-        self.since_search = 0
-        self.offset_rot = np.zeros((db.skeleton.num_joints, 3))     # inertialization offsets (log space)
-        self.offset_hips = np.zeros(3)
-        self.searches = 0
-        sk = db.skeleton
-        self.paws = [sk.index(n) for n in PAWS]
-        self.leg_roots = [int(sk.parents[sk.parents[j]]) for j in self.paws]
-        self.locks = [None] * 4                  # locked world targets
-        self.release = np.zeros(4)
-
-    # ------------------------------------------------------------------ search
-    def _query(self, direction: np.ndarray, speed: float) -> np.ndarray:
-        """Features of the current pose with the desired trajectory from the velocity spring."""
-        from kinema.control.springs import velocity_spring_predict
-        db = self.db
-        times = np.asarray(FUTURE) / FPS
-        goal = direction * speed
-        pos, _, _ = velocity_spring_predict(self.position, self.velocity, self.accel, goal, self.halflife * 2, times)
-        want_yaw = angles.yaw(direction) if speed > 0 else self.yaw
-        dyaw = angles.wrap(want_yaw - self.yaw)
-        yaws = self.yaw + dyaw * (1 - 0.5 ** (times / 0.25))
-        c, s = np.cos(-self.yaw), np.sin(-self.yaw)
-        rel = pos - self.position
-        fut = np.stack([c * rel[:, 0] + s * rel[:, 2], c * rel[:, 2] - s * rel[:, 0]], -1)
-        fdir = np.stack([np.sin(yaws - self.yaw), np.cos(yaws - self.yaw)], -1)
-        raw = db.features[self.index] / db.weights.clip(1e-9) * db.std + db.mean          # current pose features
-        raw = raw.astype(np.float64)
-        raw[0:6], raw[6:12] = fut.ravel(), fdir.ravel()
-        return ((raw - db.mean) / db.std * db.weights).astype(np.float32)
-
-    def _search(self, direction: np.ndarray, gait: str) -> None:
-        db = self.db
-        q = self._query(direction, db.speeds[gait])
-        rows = (db.valid & (db.gait == GAITS.index(gait)) & (db.mirrored == db.mirrored[self.index])
-                & (db.remaining >= self.search_every))
-        if not rows.any():
-            raise KinemaError(f"the database has no {gait} frames")
-        cand = np.nonzero(rows)[0]
-        cost = ((db.features[cand] - q) ** 2).sum(1)
-        best = int(cand[np.argmin(cost)])
-        self.searches += 1
-        here = self.index
-        if db.valid[here] and db.gait[here] == GAITS.index(gait):
-            # stay on the playing clip unless the best frame is clearly better
-            if ((db.features[here] - q) ** 2).sum() <= cost.min() * 1.3 + 1e-6:
-                best = here
-        if best != here and abs(best - here) > 3:
-            self._transition(best)
-        self.since_search = 0
-
-    def _transition(self, new: int) -> None:
-        """Inertialize: keep the visible pose, decay the difference to the new frame's."""
-        db = self.db
-        cur_rot = quat.mul(quat.exp(self.offset_rot), db.rotations[self.index].astype(np.float64))
-        cur_hips = db.hips[self.index] + self.offset_hips
-        self.offset_rot = quat.log(quat.abs(quat.mul(cur_rot, quat.inv(db.rotations[new].astype(np.float64)))))
-        self.offset_hips = cur_hips - db.hips[new]
-        self.index = new
-
-    # ------------------------------------------------------------------ step
-    def step(self, direction, gait: str) -> tuple[np.ndarray, np.ndarray]:
-        """Advance one frame toward moving along world ``direction`` (x, z) in ``gait``.
-
-        Returns the world pose (rotations (J, 4), positions (J, 3)) after foot locking."""
-        if gait not in GAITS:
-            raise KinemaError(f"unknown gait {gait!r}; gaits: {', '.join(GAITS)}")
-        d = np.array([direction[0], 0.0, direction[1]], np.float64)
-        n = np.linalg.norm(d)
-        d = d / n if n > 1e-6 else d
-        db, dt = self.db, 1.0 / FPS
-        # trajectory simulation (critically damped velocity spring)
-        from kinema.control.springs import velocity_spring
-        x, v, a = velocity_spring(self.position[None], self.velocity[None], self.accel[None],
-                                  (d * db.speeds[gait])[None], self.halflife * 2, dt)
-        sim_pos, self.velocity, self.accel = x[0], v[0], a[0]
-        # play on
-        if not db.next_ok[self.index] or not db.valid[self.index]:
-            self._search(d, gait)
-        elif gait != self.gait or self.since_search >= self.search_every or db.gait[self.index] != GAITS.index(gait):
-            self._search(d, gait)
-        self.gait = gait
-        c, s = np.cos(self.yaw), np.sin(self.yaw)
-        step = db.root_delta[self.index]
-        self.position = self.position + np.array([c * step[0] + s * step[2], 0.0, c * step[2] - s * step[0]])
-        self.yaw += float(db.yaw_delta[self.index])
-        self.index += 1
-        self.since_search += 1
-        # keep the character on the simulated trajectory and facing the commanded way
-        self.position += (sim_pos - self.position) * 0.1
-        if n > 1e-6:
-            err = angles.wrap(angles.yaw(d) - self.yaw)
-            self.yaw += 0.06 * err
-        decay = 0.5 ** (dt / self.halflife)
-        self.offset_rot *= decay
-        self.offset_hips *= decay
-        return self.pose()
-
-    def pose(self) -> tuple[np.ndarray, np.ndarray]:
-        """The world pose shown now (rotations (J, 4), positions (J, 3)), paws locked."""
-        db = self.db
-        rot = quat.mul(quat.exp(self.offset_rot), db.rotations[self.index].astype(np.float64))
-        ry = np.array([np.cos(self.yaw / 2), 0.0, np.sin(self.yaw / 2), 0.0])
-        hips = db.hips[self.index] + self.offset_hips
-        pos = db.offsets[self.index].astype(np.float64)
-        pos[0] = self.position + quat.rotate(ry, hips)
-        rot[0] = quat.mul(ry, rot[0])
-        g_rot, g_pos = kinematics.forward(rot[None], pos[None], db.skeleton.parents)
-        g_rot, g_pos = g_rot[0], g_pos[0]
-        if self.use_lock:
-            g_rot, g_pos = self._lock(g_rot, g_pos, db.contacts[self.index])
-        return g_rot.astype(np.float32), g_pos.astype(np.float32)
-
-    def _lock(self, g_rot: np.ndarray, g_pos: np.ndarray, contact: np.ndarray, release: int = 5,
-              max_drift: float = 0.12) -> tuple[np.ndarray, np.ndarray]:
-        """Keep planted paws where they landed (within ``max_drift``), blend out over ``release`` frames."""
-        for k, j in enumerate(self.paws):
-            foot = g_pos[j]
-            if contact[k]:
-                if self.locks[k] is None:
-                    self.locks[k] = foot.copy()
-                off = self.locks[k] - foot
-                dist = np.linalg.norm(off)
-                if dist > max_drift:
-                    self.locks[k] = foot + off * (max_drift / dist)
-                self.release[k] = release
-            elif self.locks[k] is not None:
-                self.release[k] -= 1
-                if self.release[k] <= 0:
-                    self.locks[k] = None
-        for k, j in enumerate(self.paws):
-            if self.locks[k] is None:
-                continue
-            w = 1.0 if contact[k] else self.release[k] / release
-            w = w * w * (3 - 2 * w)
-            target = g_pos[j] + (self.locks[k] - g_pos[j]) * w
-            if not contact[k]:                       # releasing: never pull a lifting paw down
-                target[1] = max(target[1], g_pos[j][1])
-            res = solve_pose(g_rot, g_pos, self.db.skeleton.parents, self.leg_roots[k], {j: target}, max_iterations=8)
-            g_rot, g_pos = res.rotations, res.positions
-        return g_rot, g_pos
