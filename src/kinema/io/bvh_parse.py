@@ -75,13 +75,26 @@ def read(path: str | Path, limits: Limits = DEFAULT) -> BvhData:
     return parse(raw, path, limits)
 
 
+def _find_motion(raw: bytes) -> re.Match | None:
+    """The first MOTION line, as ``_MOTION_RE.search(raw)`` finds it, but scanning only as
+    far as needed (the HIERARCHY is a few kilobytes of a file of megabytes): windows that
+    double in size; a match ending at a window's end is checked again in a larger one (the
+    line might go on)."""
+    end = 1 << 16
+    while True:
+        m = _MOTION_RE.search(raw, 0, end)
+        if end >= len(raw) or (m is not None and m.end() < end):
+            return m
+        end *= 4
+
+
 def parse(raw: bytes, path: str | Path | None = None, limits: Limits = DEFAULT) -> BvhData:
     """Parse the bytes of a BVH file (``path`` only names it in errors).
 
     The declared frame count times the joint count is checked against ``limits`` before
     the MOTION block is read, and the frame rate (1 / Frame Time) against its range.
     """
-    m = _MOTION_RE.search(raw)
+    m = _find_motion(raw)
     if m is None:
         raise FormatError("no MOTION section (a line holding only 'MOTION')", path,
                           raw.count(b"\n") + 1)
@@ -322,7 +335,7 @@ def _parse_values(block: bytes, frames: int, num_channels: int, first_line: int,
             block = block.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
             return _parse_values(block, frames, num_channels, first_line, path)
     if values is not None and values.shape == (frames, num_channels) and \
-            (values.size == 0 or np.abs(values).max() < MAX_ABS_VALUE):     # also False for NaN
+            (values.size == 0 or -MAX_ABS_VALUE < values.min() and values.max() < MAX_ABS_VALUE):  # NaN: False
         return values
     _diagnose(block, frames, num_channels, first_line, path)
     # _diagnose found every line fine; only a case the fast reader rejects is left.

@@ -279,16 +279,6 @@ def from_matrix(m: Array) -> Array:
     return abs(normalize(q))
 
 
-def _basis_rotation(angle: Array, axis: int) -> Array:
-    m = xp(angle)
-    half = angle * 0.5
-    c, s = m.cos(half), m.sin(half)
-    z = s * 0
-    parts = [c, z, z, z]
-    parts[axis + 1] = s
-    return stack(parts, axis=-1)
-
-
 def from_euler(angles: Array, order: str = "zyx") -> Array:
     """Quaternions (..., 4) from intrinsic Euler angles (..., 3) in radians.
 
@@ -299,9 +289,21 @@ def from_euler(angles: Array, order: str = "zyx") -> Array:
     """
     order = _order(order)
     angles = asarray(angles)
-    q = _basis_rotation(angles[..., 0], _AXES[order[0]])
-    q = mul(q, _basis_rotation(angles[..., 1], _AXES[order[1]]))
-    return mul(q, _basis_rotation(angles[..., 2], _AXES[order[2]]))
+    m = xp(angles)
+    half = angles * 0.5
+    c, s = m.cos(half), m.sin(half)          # one call each for the three angles
+    c0, c1, c2 = c[..., 0], c[..., 1], c[..., 2]
+    s0, s1, s2 = s[..., 0], s[..., 1], s[..., 2]
+    # q_a(0) q_b(1) q_c(2) in closed form for distinct axes a, b, c: e_a x e_b = sign e_c
+    # (sign +1 for a cyclic order), e_b x e_c = sign e_a, e_c x e_a = sign e_b.
+    sign = 1.0 if order in _EVEN_ORDERS else -1.0
+    c0c1, s0s1, s0c1, c0s1 = c0 * c1, s0 * s1, s0 * c1, c0 * s1
+    parts = [None] * 4
+    parts[0] = c0c1 * c2 - sign * (s0s1 * s2)
+    parts[1 + _AXES[order[0]]] = s0c1 * c2 + sign * (c0s1 * s2)
+    parts[1 + _AXES[order[1]]] = c0s1 * c2 - sign * (s0c1 * s2)
+    parts[1 + _AXES[order[2]]] = c0c1 * s2 + sign * (s0s1 * c2)
+    return stack(parts, axis=-1)
 
 
 def _wrap(a: Array) -> Array:
