@@ -13,7 +13,7 @@ import pytest
 from kinema.cli.demo import demo_names, parse_demo_args, run_demo
 
 SERVED = ("tracking", "quadruped", "styles")
-ALL = ("ecs", "ik", "locomotion", "matching", "quadruped", "styles", "tracking", "training")
+ALL = ("crowd", "ecs", "ik", "locomotion", "matching", "quadruped", "styles", "tracking", "training")
 
 
 def test_listed_and_helpers_hidden(capsys):

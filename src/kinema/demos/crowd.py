@@ -1,0 +1,229 @@
+"""``kinema demo crowd``: N characters, each on its own scripted stick, stepped as one batch.
+
+Every frame the N sticks drive the batched springs
+(:class:`kinema.control.trajectory.TrajectoryController` with ``batch=N``), whose predicted
+trajectories are the requests of one batched controller: the LaFAN1 retrieval controller
+(:class:`kinema.control.retrieval.controller.RetrievalCrowd`: one network step, one search
+over the characters due a refresh, staggered over the refresh period) or, with
+``--controller matching``, the batched motion-matching controller
+(:class:`kinema.control.matching.MotionMatchingController` with ``batch``). The crowd is
+drawn with one instanced capsule batch per colour.
+
+Each character's stick is its own script: a heading that turns at its own rate, a push that
+swells and fades, and a stop every few seconds, all phase-shifted per character.
+``metrics.json`` holds the step time (ms per crowd step, steps per second) and, per
+character, the root error against its simulated trajectory, the heading error, the distance
+travelled, the foot skating (horizontal toe speed while the controller says the toe is in
+contact) and whether every pose stayed finite.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+
+from kinema.control.trajectory import TrajectoryController
+
+DESCRIPTION = "a crowd: N characters on their own scripted sticks, one batched controller (metrics, MP4)"
+OUT, FRAMES, RENDER_EVERY = "out/demo_crowd", 600, 2
+MODEL = Path(__file__).resolve().parents[3] / "models" / "retrieval_lafan1.safetensors"
+CONTROLLERS = ("retrieval", "matching")
+COLOURS = ((0.85, 0.55, 0.35, 1.0), (0.35, 0.55, 0.85, 1.0), (0.45, 0.75, 0.4, 1.0), (0.8, 0.75, 0.35, 1.0))
+
+
+def crowd_sticks(t: float, seeds: np.ndarray) -> np.ndarray:
+    """Sticks (N, 2) (x right, y forward) of N characters at time ``t`` seconds; ``seeds``
+    (N, 4) in [0, 1) make each script its own: start heading, turn rate, push phase and
+    stop phase. A character stops for 1.5 s of every 8."""
+    heading = 2 * np.pi * seeds[:, 0] + (seeds[:, 1] - 0.5) * 0.8 * t
+    push = 0.55 + 0.45 * np.sin(0.6 * t + 2 * np.pi * seeds[:, 2])
+    moving = (t + 8.0 * seeds[:, 3]) % 8.0 < 6.5
+    return np.stack([np.sin(heading), np.cos(heading)], -1) * (push * moving)[:, None]
+
+
+def grid(n: int, spacing: float) -> np.ndarray:
+    """(N, 3) start positions on a square grid centred on the origin, ``spacing`` metres apart."""
+    side = int(np.ceil(np.sqrt(n)))
+    i = np.arange(n)
+    xz = (np.stack([i % side, i // side], -1) - (side - 1) / 2) * spacing
+    return np.stack([xz[:, 0], np.zeros(n), xz[:, 1]], -1)
+
+
+class CrowdProgram:
+    """The crowd (see the module docstring): ``step`` advances every character one frame;
+    ``draw`` puts them in the scene; ``metrics`` summarises the run per character.
+
+    Args:
+        db: the database (the checkpoint's for the retrieval controller).
+        count: number of characters N.
+        controller: "retrieval" or "matching".
+        checkpoint: the retrieval checkpoint.
+        spacing: metres between start positions.
+        seed: seeds the start rows and the sticks.
+    """
+
+    def __init__(self, db, count: int, controller: str = "retrieval", checkpoint: Path = MODEL,
+                 spacing: float = 2.5, seed: int = 0):
+        from kinema.errors import KinemaError
+
+        if controller not in CONTROLLERS:
+            raise KinemaError(f"unknown crowd controller {controller!r}; choose from {CONTROLLERS}")
+        if count < 1:
+            raise KinemaError(f"a crowd needs at least one character, got --count {count}")
+        self.db, self.count, self.kind = db, int(count), controller
+        rng = np.random.default_rng(seed)
+        self.seeds = rng.random((count, 4))
+        start = grid(count, spacing)
+        rows = rng.integers(0, db.rows - 200, count)
+        yaw = 2 * np.pi * self.seeds[:, 0]
+        facing = np.stack([np.sin(yaw), np.zeros(count), np.cos(yaw)], -1)
+        if controller == "retrieval":
+            from kinema.control.retrieval.controller import RetrievalCrowd
+            self.ctl = RetrievalCrowd(checkpoint, db, count, start_row=rows, phase=np.arange(count) % 6)
+            self.ctl.reset(rows, start.astype(np.float32), facing.astype(np.float32))
+            self.traj = TrajectoryController(batch=count, position=start, yaw=yaw)
+        else:   # the controller owns its springs
+            from kinema.control.matching import MotionMatchingController
+            self.ctl = MotionMatchingController(db, start_frame=rows, batch=count)
+            self.ctl.trajectory = self.traj = TrajectoryController(self.ctl.control, start, yaw, batch=count)
+            self.ctl.root_position, self.ctl.root_direction = start, facing
+        self.parents = np.asarray(db.parents)
+        self.toes = [db.roles["left_toe"], db.roles["right_toe"]]
+        self.t = 0.0
+        self.positions = None            # (N, J, 3) world joints of the last step
+        self.contacts = np.zeros((count, 2), bool)
+        self._bones = None
+        self.records = {"step_s": [], "root_error": [], "heading_error": [], "root": [], "skate": [],
+                        "skate_n": np.zeros(count), "finite": np.ones(count, bool)}
+
+    # -- stepping --------------------------------------------------------------------------
+    def update(self, dt: float) -> None:
+        self.step(dt)
+
+    def step(self, dt: float) -> None:
+        """Every character one frame of ``dt`` seconds on its own stick."""
+        t0 = time.perf_counter()
+        sticks, walk = crowd_sticks(self.t, self.seeds), np.zeros(self.count, bool)
+        if self.kind == "retrieval":
+            sim = self.traj.update(sticks, dt, walk=walk)
+            self.ctl.step(self.traj.predict().features(self.ctl.root_pos, self.ctl.root_dir))
+            self.ctl.adjust_toward(sim.position, sim.direction, dt)
+            _, pos = self.ctl.world_pose()
+            root, facing, contacts = self.ctl.root_pos.astype(np.float64), self.ctl.root_dir, self.ctl.contacts > 0.5
+        else:
+            out = self.ctl.step(sticks, dt, walk=walk)
+            sim = self.traj.sim
+            pos, root, facing, contacts = out.positions, out.root_position, out.root_direction, out.contacts.astype(bool)
+        self.records["step_s"].append(time.perf_counter() - t0)
+        self._record(pos, root, facing, contacts, sim, dt)
+        self.t += dt
+
+    def _record(self, pos, root, facing, contacts, sim, dt) -> None:
+        r = self.records
+        r["finite"] &= np.isfinite(pos).all((1, 2))
+        r["root_error"].append(np.linalg.norm((root - sim.position)[:, [0, 2]], axis=-1))
+        cos = np.clip((facing * sim.direction).sum(-1), -1.0, 1.0)
+        r["heading_error"].append(np.degrees(np.arccos(cos)))
+        r["root"].append(root[:, [0, 2]].copy())
+        if self.positions is not None:
+            toe_speed = np.linalg.norm((pos[:, self.toes] - self.positions[:, self.toes])[..., [0, 2]], axis=-1) / dt
+            both = contacts & self.contacts
+            r["skate"].append((toe_speed * both).sum(1))
+            r["skate_n"] += both.sum(1)
+        self.positions, self.contacts = pos, contacts
+
+    # -- drawing ---------------------------------------------------------------------------
+    def _bone_set(self) -> tuple[np.ndarray, np.ndarray]:
+        """(bone joints (K,), radii (K,)) of the procedural body, from the first character's
+        pose (:func:`kinema.render.body.body_capsules`), shared by the whole crowd."""
+        from kinema.render.body import body_capsules
+
+        p = self.positions[0]
+        _, end, radius = body_capsules(p, self.parents)
+        child = np.nonzero(self.parents >= 0)[0]
+        joints = child[np.argmin(np.linalg.norm(p[child][None] - end[:, None], axis=-1), axis=1)]
+        return joints, radius
+
+    def draw(self, renderer) -> None:
+        if self.positions is None or getattr(renderer, "debug", None) is None:
+            return
+        if self._bones is None:
+            self._bones = self._bone_set()
+        joints, radius = self._bones
+        start, end = self.positions[:, self.parents[joints]], self.positions[:, joints]
+        for k, colour in enumerate(COLOURS):   # one instanced batch per colour
+            sel = slice(k, None, len(COLOURS))
+            n = len(range(self.count)[sel])
+            if n:
+                renderer.debug.capsules(start[sel].reshape(-1, 3), end[sel].reshape(-1, 3),
+                                        np.tile(radius, n), colour)
+        cam = getattr(renderer, "camera", None)
+        if cam is not None:
+            roots = self.positions[:, 0]
+            centre = np.median(roots, 0) * [1, 0, 1]
+            extent = float(np.ptp(roots[:, [0, 2]], 0).max()) + 4.0
+            cam.set_fixed(centre + np.array([0.0, 0.4, -0.6]) * extent, centre + np.array([0.0, 0.8, 0.0]))
+
+    def gui(self, ui) -> None:
+        panel, label = getattr(ui, "panel", None), getattr(ui, "label", None)
+        if panel is None or label is None or not self.records["step_s"]:
+            return
+        with panel("crowd", x=10, y=40, width=360):
+            ms = 1000 * float(np.mean(self.records["step_s"][-60:]))
+            label(f"{self.count} characters, {self.kind} controller")
+            label(f"crowd step {ms:.1f} ms ({1000 / max(ms, 1e-9):.0f} steps/s)")
+
+    # -- results ---------------------------------------------------------------------------
+    def metrics(self) -> dict:
+        r = self.records
+        step = np.asarray(r["step_s"])
+        err, head = np.stack(r["root_error"]), np.stack(r["heading_error"])
+        roots = np.stack(r["root"])
+        travelled = np.linalg.norm(np.diff(roots, axis=0), axis=-1).sum(0) if len(roots) > 1 else np.zeros(self.count)
+        skate = (np.stack(r["skate"]).sum(0) / np.maximum(r["skate_n"], 1) * 100) if r["skate"] else np.zeros(self.count)
+        per = [{"character": i, "root_error_m": float(err[:, i].mean()), "heading_error_deg": float(head[:, i].mean()),
+                "travelled_m": float(travelled[i]), "foot_skate_cm_s": float(skate[i]), "finite": bool(r["finite"][i])}
+               for i in range(self.count)]
+        return {"controller": self.kind, "count": self.count, "frames": len(step),
+                "database": self.db.fingerprint,
+                "step_ms": {"mean": 1000 * float(step.mean()), "median": 1000 * float(np.median(step)),
+                            "max": 1000 * float(step.max())},
+                "steps_per_s": float(1.0 / np.median(step)), "us_per_character": 1e6 * float(np.median(step)) / self.count,
+                "all_finite": bool(r["finite"].all()),
+                "root_error_m": float(err.mean()), "heading_error_deg": float(head.mean()),
+                "travelled_m": {"mean": float(travelled.mean()), "min": float(travelled.min())},
+                "foot_skate_cm_s": float(skate.mean()), "characters": per}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--count", type=int, default=64, help="number of characters")
+    parser.add_argument("--controller", choices=CONTROLLERS, default="retrieval")
+    parser.add_argument("--checkpoint", type=Path, default=MODEL, help="retrieval checkpoint (LaFAN1)")
+    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "kinema",
+                        help="where the checkpoint's rebuilt database is cached")
+    parser.add_argument("--spacing", type=float, default=2.5, help="metres between start positions")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (1: a second only adds synchronisation on a busy machine)")
+
+
+def programs(args: argparse.Namespace) -> list[tuple[str, CrowdProgram]]:
+    import torch
+
+    from kinema.control.retrieval.evaluate import cached_database
+
+    torch.set_num_threads(args.threads)
+    db = cached_database(args.checkpoint, args.cache)
+    db.search(db.features[:1], k=4)   # build the index and compile the search before any timing
+    print(f"demo crowd: {args.count} characters, {args.controller} controller, database {db.fingerprint} "
+          f"({db.rows} rows)")
+    return [("crowd", CrowdProgram(db, args.count, args.controller, args.checkpoint, args.spacing, args.seed))]
+
+
+def report(m: dict) -> str:
+    return (f"{m['count']} characters x {m['frames']} frames ({m['controller']}): {m['step_ms']['median']:.1f} ms "
+            f"per crowd step ({m['steps_per_s']:.0f} steps/s, {m['us_per_character']:.0f} us per character), "
+            f"root error {m['root_error_m']:.3f} m, heading error {m['heading_error_deg']:.1f} deg, "
+            f"travelled {m['travelled_m']['mean']:.1f} m each, all finite: {m['all_finite']}")
