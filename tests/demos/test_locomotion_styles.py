@@ -1,7 +1,8 @@
 """`kinema demo locomotion`: the Bandai styles mode (switched by a scripted schedule, the
-measured gait changes with the style) and what is drawn (the procedural body for the
-GAMES-105 and Bandai skeletons, the skinned LaFAN1 character for the LaFAN1 model), checked
-on the MP4 against an empty-floor render from the same camera."""
+measured gait changes with the style) and what is drawn (the bundled Geno retargeted for
+the GAMES-105 sample model, the procedural body for the Bandai styles player, the skinned
+LaFAN1 character for the LaFAN1 model), checked on the MP4 against an empty-floor render
+from the same camera."""
 from __future__ import annotations
 
 import glob
@@ -125,7 +126,7 @@ def test_pose_vector_to_world_matches_forward_kinematics(shared_data):
         rot, pos = pose_to_world(db.pose[f], m.skeleton.num_joints, db.root_positions[f], db.root_directions[f])
         assert np.abs(pos - gp[f]).max() < 1e-4
         assert np.abs(np.abs((rot * gr[f]).sum(-1)) - 1).max() < 1e-5     # same rotation (q or -q)
-    # the LaFAN1 skeleton gets the skinned character; the bundled GAMES-105 one does not
+    # the LaFAN1 skeleton gets the LaFAN1 character by name; the bundled GAMES-105 one does not
     if (shared_data / "characters" / "lafan1_character" / "character.bin").is_file():
         assert loco.skinned_character(m.joint_names) is not None
         from kinema.data import sample_path
@@ -165,3 +166,31 @@ def test_live_switch_keeps_the_character_in_place(shared_data, cache):
     assert ctl.mode == "retrieval" and np.allclose(ctl.root[0], walked)
     program.step(np.array([0.0, 1.0]), 1 / 60, True)
     assert np.linalg.norm(ctl.root[0] - walked) < 0.1
+
+
+def test_first_run_draws_the_bundled_geno_without_debug_text(tmp_path, cache, monkeypatch):
+    """./run.sh demo on a fresh clone (no shared data): the sample model drives the bundled
+    Geno, skinned through retargeting; the skinned body covers the projected hips in the
+    MP4 (against an empty-floor render from the same camera) and no FPS text is burnt in."""
+    empty = tmp_path / "no_shared_data"
+    empty.mkdir()
+    monkeypatch.setenv("KINEMA_DATA", str(empty))
+    out = tmp_path / "demo"
+    assert main(["demo", "locomotion", "--headless", "--controller", "retrieval", "--frames", "120", "--render",
+                 "--width", str(W), "--height", str(H), "--out", str(out), "--cache", str(cache)]) == 0
+    result = json.loads((out / "metrics.json").read_text())
+    assert result["character"] == "skinned" and result["character_file"] == "geno" and result["retargeted"]
+    m = result["controllers"]["retrieval"]
+    at_hips, corner = _body_visible(m["video"], m["rendered_frames"], every=6)
+    assert np.median(corner) < 8.0, corner
+    assert (at_hips > 25.0).mean() >= 0.9, at_hips
+    # the shaded body is lit, not flat: its pixels around the hips vary
+    frames = list(imageio.get_reader(m["video"]).iter_data())
+    v = m["rendered_frames"][len(frames) // 2]
+    x, y = (round(c) for c in v["hips_px"])
+    patch = frames[len(frames) // 2][max(0, y - 12):y + 13, max(0, x - 6):x + 7].astype(float)
+    assert patch.std() > 3.0
+    # top-left corner (where the FPS counter was drawn) matches the empty scene: no text
+    empty_frame = _empty_floor([m["rendered_frames"][0]])[0]
+    diff = np.abs(frames[0][4:30, 4:140].astype(int) - empty_frame[4:30, 4:140].astype(int))
+    assert diff.max() < 30, diff.max()

@@ -17,8 +17,10 @@ keeps its own pose; a switch releases the locks without a pop (``--no-foot-lock`
 
 Drawing: the LaFAN1 skinned character (``characters/lafan1_character/character.bin`` in the
 shared data folder) when the model's skeleton is LaFAN1's and the file exists, else the
-procedural body (a capsule per bone; always for the Bandai styles' skeleton), with the
-simulation object's predicted trajectory on top.
+bundled Geno (or ``--character``), retargeted from the model's skeleton pose by pose
+(:class:`~kinema.retargeting.Retargeter`); the procedural body (a capsule per bone) only
+for the Bandai styles' player or a skeleton that is no humanoid. The simulation object's
+predicted trajectory is drawn on top; the recorded video carries no debug text.
 
 The model: ``--checkpoint``, else the LaFAN1 model in ``models/`` when ``--data`` points at
 LaFAN1 BVH files, else the model trained on the bundled GAMES-105 sample. Its database is
@@ -101,12 +103,11 @@ FOOT_LOCK_HALFLIFE = 0.1        # s, lock/release offsets decay with this halfli
 def skinned_character(joint_names, path: Path | None = None):
     """The LaFAN1 character (``characters/lafan1_character/character.bin`` in the shared
     data folder, or ``path``) when it exists and every joint of it but the ``Simulation``
-    root is in ``joint_names`` (a LaFAN1 skeleton); else None (draw the procedural body)."""
-    from kinema.data import optional_path
+    root is in ``joint_names`` (a LaFAN1 skeleton); else None."""
+    from kinema.data import shared_path
 
     if path is None:
-        path = optional_path("characters", "lafan1_character", "character.bin", what="the LaFAN1 character",
-                             instead="the procedural body")
+        path = shared_path("characters", "lafan1_character", "character.bin")
     if path is None:
         return None
     path = Path(path)
@@ -126,6 +127,61 @@ def character_pose(character, joint_names, rotations: np.ndarray, positions: np.
 
     rot, pos = character_pose_world(character, list(joint_names), rotations[None], positions[None])
     return rot[0], pos[0]
+
+
+class Skin:
+    """The skinned character drawn for the controller's skeleton: joints matched by name
+    (the LaFAN1 character on the LaFAN1 model) or through a
+    :class:`~kinema.retargeting.Retargeter` (the bundled Geno on any other humanoid model).
+
+    Attributes: character, joint_names (the controller's), retargeter (or None), lift (m
+    added to the retargeted pose's height so its planted feet stand on the floor), name.
+    """
+
+    def __init__(self, character, joint_names, retargeter=None, lift: float = 0.0) -> None:
+        self.character, self.joint_names = character, list(joint_names)
+        self.retargeter, self.lift = retargeter, float(lift)
+        self.name = character.name
+
+    def pose(self, rotations: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Character world pose (rotations (J', 4), positions (J', 3)) for a controller pose."""
+        if self.retargeter is None:
+            return character_pose(self.character, self.joint_names, rotations, positions)
+        rot, pos = self.retargeter.world(rotations, positions)
+        pos[..., 1] += self.lift
+        return rot.astype(np.float32), pos.astype(np.float32)
+
+
+def demo_skin(db, path: Path | None = None) -> Skin | None:
+    """What the demo skins for database ``db``'s skeleton: the LaFAN1 character when it fits
+    (``path`` or the shared data's), else ``path``'s character or the bundled Geno,
+    retargeted (its frames and foot heights measured on the database's own poses); None
+    (the procedural body, with a warning) for a skeleton that is no humanoid."""
+    import warnings
+
+    from kinema.control.retrieval.controller import pose_to_world
+    from kinema.data import DataFallbackWarning, sample_path
+    from kinema.errors import SkeletonError
+    from kinema.motion import Skeleton
+    from kinema.retargeting import Retargeter
+
+    fit = skinned_character(db.joint_names, path)
+    if fit is not None:
+        return Skin(fit, db.joint_names)
+    target = kinema.io.load_character(path if path is not None else sample_path("geno", "geno.glb"))
+    if path is None and db.config.name.startswith("lafan1"):
+        warnings.warn("the LaFAN1 character (characters/lafan1_character/character.bin) is not in the shared "
+                      "data folder; drawing the bundled Geno, retargeted, instead (set KINEMA_DATA or pass "
+                      "kinema --data)", DataFallbackWarning, stacklevel=2)
+    n = min(db.rows, 4000)      # consecutive rows: contact speeds are measured on them
+    ref_rot, ref_pos = pose_to_world(db.pose[:n], db.num_joints, db.root_positions[:n], db.root_directions[:n])
+    try:
+        r = Retargeter(Skeleton(list(db.joint_names), db.parents, db.offsets), target, (ref_rot, ref_pos, db.fps))
+    except SkeletonError as exc:
+        warnings.warn(f"cannot retarget onto {target.name} ({exc}); drawing the procedural body instead",
+                      DataFallbackWarning, stacklevel=2)
+        return None
+    return Skin(target, db.joint_names, r, r.floor_offset())
 
 
 def bandai_available() -> bool:
@@ -210,7 +266,7 @@ class Locomotion:
         controller: the :class:`RetrievalController` (modes retrieval / no_retrieval / matching).
         script: stick as a function of time (headless) or None (read the gamepad/keyboard).
         walk: walk speeds (else run). adjust: pull the root toward the simulation object.
-        character: skinned character drawn for the controller's skeleton, or None (procedural body).
+        character: the :class:`Skin` drawn for the controller's skeleton, or None (procedural body).
         styles: a :class:`StyleDriver` for the ``styles`` mode, or None when unavailable.
         style_schedule: headless: style as a function of the frame index, or None.
         foot_lock: lock the toes of the drawn (and measured) pose of every controller mode
@@ -355,8 +411,7 @@ class Locomotion:
         else:
             rot, pos = self.shown_pose()
             if self.character is not None and hasattr(renderer, "draw_character"):
-                renderer.draw_character(self.character, *character_pose(self.character, self.ctl.db.joint_names,
-                                                                        rot, pos))
+                renderer.draw_character(self.character.character, *self.character.pose(rot, pos))
             else:
                 renderer.draw_body(pos, self.ctl.db.parents)
         pred = self.traj.predict()
@@ -437,8 +492,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "with --controller styles and no --style: switched through every --style-every frames")
     parser.add_argument("--style-every", type=int, default=240, help="headless styles: frames per style")
     parser.add_argument("--character", type=Path, default=None,
-                        help="character.bin to skin (default: the LaFAN1 character in the shared data, "
-                        "used when the model's skeleton is LaFAN1's)")
+                        help="character to skin, retargeted when its skeleton is another (default: the LaFAN1 "
+                             "character in the shared data for the LaFAN1 model, else the bundled Geno)")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "kinema",
                         help="where the rebuilt database is cached")
     parser.add_argument("--no-adjust", action="store_true",
@@ -487,9 +542,11 @@ def programs(args: argparse.Namespace) -> list[tuple[str, Locomotion]]:
     # (measured: 16 ms per frame with 2 threads on a busy 2-core machine, 1 ms with 1).
     torch.set_num_threads(1)
     ctl = RetrievalController(checkpoint, db, baseline)
-    character = skinned_character(db.joint_names, args.character)
+    character = demo_skin(db, args.character)
     args.checkpoint, args.baseline = str(checkpoint), None if baseline is None else str(baseline)
     args.database, args.skinned = db.fingerprint, character is not None
+    args.character_file = None if character is None else character.name
+    args.retargeted = character is not None and character.retargeter is not None
     if args.mode == "standalone":
         styles, _ = load_styles(args)
         program = Locomotion(ctl, walk=True, adjust=not args.no_adjust, character=character, styles=styles,
@@ -554,7 +611,8 @@ def summary(args: argparse.Namespace, runs: dict[str, dict]) -> dict:
            "foot_lock": None if args.no_foot_lock else {"unlock_radius_m": FOOT_LOCK_UNLOCK_RADIUS,
                                                           "halflife_s": FOOT_LOCK_HALFLIFE},
            "database": args.database, "frames": args.frames, "track": TRACK,
-           "character": "skinned" if args.skinned else None, "controllers": runs}
+           "character": "skinned" if args.skinned else None, "character_file": args.character_file,
+           "retargeted": args.retargeted, "controllers": runs}
     if "styles" in runs:
         out.update(style_schedule=args.schedule, style_every=args.style_every)
     return out
