@@ -176,14 +176,16 @@ def test_first_run_draws_the_bundled_geno_without_debug_text(tmp_path, cache, mo
     empty.mkdir()
     monkeypatch.setenv("KINEMA_DATA", str(empty))
     out = tmp_path / "demo"
-    assert main(["demo", "locomotion", "--headless", "--controller", "retrieval", "--frames", "120", "--render",
+    assert main(["demo", "locomotion", "--headless", "--controller", "retrieval", "--frames", "120",
                  "--width", str(W), "--height", str(H), "--out", str(out), "--cache", str(cache)]) == 0
     result = json.loads((out / "metrics.json").read_text())
     assert result["character"] == "skinned" and result["character_file"] == "geno" and result["retargeted"]
     m = result["controllers"]["retrieval"]
     at_hips, corner = _body_visible(m["video"], m["rendered_frames"], every=6)
     assert np.median(corner) < 8.0, corner
-    assert (at_hips > 25.0).mean() >= 0.9, at_hips
+    # Geno is pale grey on a pale floor: a smaller difference than the orange LaFAN1 character's,
+    # still well above the empty floor's noise
+    assert (at_hips > 12.0).mean() >= 0.9 and np.median(at_hips) > 3 * np.median(corner), at_hips
     # the shaded body is lit, not flat: its pixels around the hips vary
     frames = list(imageio.get_reader(m["video"]).iter_data())
     v = m["rendered_frames"][len(frames) // 2]

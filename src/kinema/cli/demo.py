@@ -17,7 +17,8 @@ A program has ``start(app)``, ``update(dt)``, ``draw(renderer)``, ``gui(ui)`` (e
 see :class:`kinema.engine.App`) and ``metrics() -> dict``. The runner gives every demo the same
 options: ``--mode``/``--headless``, ``--frames N``, ``--out DIR``, ``--no-video``,
 ``--render-every N``, ``--png``, ``--width``/``--height``, ``--input``/``--record-input``,
-``--profiler``, ``--no-gui``. It makes the renderer (a window, or offscreen for a headless run) and hands it
+``--profiler``, ``--no-gui`` (``--gui`` draws the panels into a headless recording too; by
+default it shows the scene only). It makes the renderer (a window, or offscreen for a headless run) and hands it
 to the App, so :mod:`kinema.engine` never imports :mod:`kinema.render`. Every run writes
 ``metrics.json`` to ``--out``; a headless run also records ``<demo>.mp4`` there (one
 ``<demo>_<run>.mp4`` per run when a demo has several), unless ``--no-video`` or no OpenGL
@@ -80,6 +81,8 @@ def add_run_arguments(parser: argparse.ArgumentParser, mod: ModuleType) -> None:
     parser.add_argument("--record-input", type=Path, default=None, help="save the input to this .json/.npz")
     parser.add_argument("--profiler", action="store_true", help="show the per-component profiler in the GUI")
     parser.add_argument("--no-gui", action="store_true", help="do not draw the demo's GUI panels")
+    parser.add_argument("--gui", action="store_true",
+                        help="headless: draw the GUI panels into the recorded video too (default: the scene only)")
 
 
 def demo_parser(name: str) -> tuple[ModuleType, argparse.ArgumentParser]:
@@ -144,7 +147,9 @@ def run_program(program, args: argparse.Namespace, fps: float, title: str, video
     elif video is not None:
         renderer.start_recording(video, fps=fps / max(1, args.render_every))
     png = args.out / "frames" if args.png and renderer is not None else None
-    app = App(Scene(title), _WithoutGui(program) if args.no_gui else program, mode=args.mode, fps=fps,
+    # a recorded headless video shows the scene, not panels of text, unless --gui asks for them
+    no_gui = args.no_gui or (args.mode == "headless" and not getattr(args, "gui", False))
+    app = App(Scene(title), _WithoutGui(program) if no_gui else program, mode=args.mode, fps=fps,
               renderer=renderer, renderer_factory=factory,
               render=renderer is not None, render_every=args.render_every, capture_dir=png, input=args.input,
               record_input=args.record_input, width=args.width, height=args.height, title=title,

@@ -136,6 +136,7 @@ class Skin:
 
     Attributes: character, joint_names (the controller's), retargeter (or None), lift (m
     added to the retargeted pose's height so its planted feet stand on the floor), name.
+    The retargeted hips stay above the controller's.
     """
 
     def __init__(self, character, joint_names, retargeter=None, lift: float = 0.0) -> None:
@@ -148,7 +149,12 @@ class Skin:
         if self.retargeter is None:
             return character_pose(self.character, self.joint_names, rotations, positions)
         rot, pos = self.retargeter.world(rotations, positions)
-        pos[..., 1] += self.lift
+        # the hips stay over the controller's (a live character's path is the controller's, not
+        # one scaled about the world origin); only the height follows the new legs
+        hips = np.asarray(positions, np.float64)[..., self.retargeter.source_roles["hips"], :]
+        shift = hips * (1.0 - self.retargeter.scale)
+        shift[..., 1] = self.lift
+        pos += shift[..., None, :]
         return rot.astype(np.float32), pos.astype(np.float32)
 
 
