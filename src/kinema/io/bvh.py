@@ -172,8 +172,7 @@ def to_motion(data: BvhData, *, scale: float | str = "auto", end_sites: bool = F
     if any(zero_col in c for _, cols in groups.values() for c in cols):
         values = np.concatenate([values, np.zeros((frames, 1))], axis=1)
     for order, (joints, cols) in groups.items():
-        angles = values[:, np.asarray(cols)].astype(np.float32)      # (F, Jg, 3) degrees
-        angles *= np.float32(np.pi / 180)
+        angles = np.radians(values[:, np.asarray(cols)]).astype(np.float32)      # (F, Jg, 3)
         q = quat.from_euler(angles, order)
         if len(joints) == num_joints:
             rot = np.ascontiguousarray(q, dtype=np.float32)

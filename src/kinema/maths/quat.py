@@ -290,20 +290,38 @@ def from_euler(angles: Array, order: str = "zyx") -> Array:
     order = _order(order)
     angles = asarray(angles)
     m = xp(angles)
-    half = angles * 0.5
-    c, s = m.cos(half), m.sin(half)          # one call each for the three angles
-    c0, c1, c2 = c[..., 0], c[..., 1], c[..., 2]
-    s0, s1, s2 = s[..., 0], s[..., 1], s[..., 2]
-    # q_a(0) q_b(1) q_c(2) in closed form for distinct axes a, b, c: e_a x e_b = sign e_c
-    # (sign +1 for a cyclic order), e_b x e_c = sign e_a, e_c x e_a = sign e_b.
-    sign = 1.0 if order in _EVEN_ORDERS else -1.0
-    c0c1, s0s1, s0c1, c0s1 = c0 * c1, s0 * s1, s0 * c1, c0 * s1
-    parts = [None] * 4
-    parts[0] = c0c1 * c2 - sign * (s0s1 * s2)
-    parts[1 + _AXES[order[0]]] = s0c1 * c2 + sign * (c0s1 * s2)
-    parts[1 + _AXES[order[1]]] = c0s1 * c2 - sign * (s0c1 * s2)
-    parts[1 + _AXES[order[2]]] = c0c1 * s2 + sign * (s0s1 * c2)
-    return stack(parts, axis=-1)
+    q = None
+    for i in range(3):      # basis rotations kept sparse: only their two non-zero parts
+        half = angles[..., i] * 0.5
+        basis: list = [m.cos(half), None, None, None]
+        basis[1 + _AXES[order[i]]] = m.sin(half)
+        q = basis if q is None else _mul_sparse(q, basis)
+    return stack(q, axis=-1)
+
+
+# Hamilton product terms per output component: (sign, index in a, index in b), in the order
+# of :func:`mul`.
+_MUL_TERMS = (((1, 0, 0), (-1, 1, 1), (-1, 2, 2), (-1, 3, 3)),
+              ((1, 0, 1), (1, 1, 0), (1, 2, 3), (-1, 3, 2)),
+              ((1, 0, 2), (-1, 1, 3), (1, 2, 0), (1, 3, 1)),
+              ((1, 0, 3), (1, 1, 2), (-1, 2, 1), (1, 3, 0)))
+
+
+def _mul_sparse(a: list, b: list) -> list:
+    """:func:`mul` of quaternions given as four components, None for a component known to
+    be zero: the products with a zero are skipped, the others summed in :func:`mul`'s
+    order, so the result equals ``mul`` bit for bit (adding or subtracting an exact zero
+    changes nothing) for finite inputs."""
+    out = []
+    for terms in _MUL_TERMS:
+        acc = None
+        for sign, i, j in terms:
+            if a[i] is None or b[j] is None:
+                continue
+            t = a[i] * b[j]
+            acc = (t if sign > 0 else -t) if acc is None else (acc + t if sign > 0 else acc - t)
+        out.append(acc)
+    return out
 
 
 def _wrap(a: Array) -> Array:
