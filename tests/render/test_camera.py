@@ -108,3 +108,21 @@ def test_free_fly_moves_with_keys_and_orbit_with_mouse():
     d = rig.distance
     rig.handle_input(InputFrame(mouse_wheel=2.0), 1 / 60)
     assert rig.distance == pytest.approx(d * 0.81)
+
+
+def test_pixel_ray_inverts_project_and_hits_what_it_points_at():
+    from kinema.render.camera import Camera, pixel_ray, project, ray_plane, ray_sphere
+    cam = Camera(np.array([2.0, 1.8, 2.6]), np.array([0.0, 1.1, 0.0]))
+    w, h = 640, 360
+    vp = cam.view_projection(w / h)
+    rng = np.random.default_rng(0)
+    for p in rng.uniform([-1, 0, -1], [1, 2, 1], (20, 3)):
+        px = project(p, vp, w, h)[0]
+        o, d = pixel_ray(px, vp, w, h)
+        assert abs(np.linalg.norm(d) - 1) < 1e-9
+        off = (p - o) - ((p - o) @ d) * d              # the point lies on the ray
+        assert np.linalg.norm(off) < 1e-6
+        assert ray_sphere(o, d, p, 0.05) is not None
+        assert ray_sphere(o, d, p + np.cross(d, [0, 1, 0]) * 0.2, 0.05) is None
+        hit = ray_plane(o, d, p, p - cam.position)
+        np.testing.assert_allclose(hit, p, atol=1e-6)

@@ -168,6 +168,16 @@ class MatchingProgram:
         target = out.root_position + np.array([0.0, 1.0, 0.0])
         cam.set_fixed(target + np.array([3.0, 1.5, -4.0]), target)
 
+    def gui(self, ui) -> None:
+        r = self.comp.records
+        err = r["root_error"][-1] if r["root_error"] else 0.0
+        ui.lines("motion matching", [f"database {self.db.rows} rows, {len(self.db.clip_names)} clips"
+                                     + ("  (calibration T-poses trimmed)" if self.db.config.trim_calibration else ""),
+                                     f"searches {int(np.sum(r['searched']))}  transitions "
+                                     f"{int(np.sum(r['transitioned']))}  root error {100 * err:.1f} cm",
+                                     "stick / WASD: move, shift: walk"
+                                     + ("  foot lock on" if self.foot_lock else "")])
+
     def metrics(self) -> dict:
         return {**self.comp.metrics(), "database": self.db.info() | {"clips": len(self.db.clip_names)},
                 "foot_lock": self.foot_lock}

@@ -112,6 +112,15 @@ class AnticipationProgram:
         if self.frame % self.plot_every == 0:
             plot_losses(self.trainer.history, self.out / "loss.png")
 
+    def gui(self, ui) -> None:
+        h = self.trainer.history
+        loss = h["step_loss"][-1] if h.get("step_loss") else float("nan")
+        val = h["val"][-1] if h.get("val") else None
+        ui.lines("training", [f"step {len(h.get('step_loss', []))}  ({self.steps_per_frame} per frame)  "
+                              f"loss {loss:.4f}" + ("" if val is None else f"  validation {val:.4f}"),
+                              f"held-out frame {self.sample}, predicting +{self.horizon} frames",
+                              "white: now   green: true future   orange: predicted"])
+
     def draw(self, renderer) -> None:
         import torch
 

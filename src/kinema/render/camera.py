@@ -78,6 +78,52 @@ def project(points, view_projection: np.ndarray, width: int, height: int):
     return px, ndc[..., 2], visible
 
 
+def pixel_ray(pixel, view_projection: np.ndarray, width: int, height: int) -> tuple[np.ndarray, np.ndarray]:
+    """The world ray through a pixel: the inverse of :func:`project`.
+
+    Args:
+        pixel: (2,) x right / y down from the top-left, pixels.
+        view_projection: (4, 4) ``projection @ view``; width, height: image size.
+    Returns:
+        (origin (3,) on the near plane, unit direction (3,) away from the camera).
+    """
+    x, y = float(pixel[0]), float(pixel[1])
+    ndc = np.array([2.0 * x / width - 1.0, 1.0 - 2.0 * y / height])
+    inv = np.linalg.inv(np.asarray(view_projection, np.float64))
+    near = inv @ np.array([ndc[0], ndc[1], -1.0, 1.0])
+    far = inv @ np.array([ndc[0], ndc[1], 1.0, 1.0])
+    near, far = near[:3] / near[3], far[:3] / far[3]
+    d = far - near
+    return near, d / np.linalg.norm(d)
+
+
+def ray_sphere(origin, direction, centre, radius: float) -> float | None:
+    """Distance along the unit ray to its first hit with the sphere, or None on a miss
+    (0 when the origin is inside it)."""
+    o, d, c = (np.asarray(v, np.float64) for v in (origin, direction, centre))
+    oc = o - c
+    b = float(oc @ d)
+    disc = b * b - float(oc @ oc) + radius * radius
+    if disc < 0:
+        return None
+    t = -b - np.sqrt(disc)
+    if t < 0:
+        t = -b + np.sqrt(disc)
+        return 0.0 if t >= 0 else None
+    return float(t)
+
+
+def ray_plane(origin, direction, point, normal) -> np.ndarray | None:
+    """Where the ray meets the plane through ``point`` with ``normal`` (3,), or None when
+    it runs parallel to it or the plane is behind."""
+    o, d, p, n = (np.asarray(v, np.float64) for v in (origin, direction, point, normal))
+    den = float(d @ n)
+    if abs(den) < 1e-12:
+        return None
+    t = float((p - o) @ n) / den
+    return None if t < 0 else o + t * d
+
+
 @dataclass
 class Camera:
     """A perspective camera.
