@@ -139,7 +139,7 @@ def test_inertialized_matching_starts_where_the_actor_is(games105_db, games105_r
     starts = rows[:, 0] - 16
     clips = db.clip_of(starts)
     exclude = np.stack([clips, db.twins[clips]], 1)
-    mm, _, _ = matching_rollout(db, db, starts, 16, 30, exclude)
+    mm, _, _, _ = matching_rollout(db, db, starts, 16, 30, exclude)
     pb, _, _ = playback_rollout(games105_retriever, db, starts, 16, 30, games105_retriever.refresh, exclude)
     truth = joint_positions(db, db.pose[(starts + 16)[:, None] + np.arange(30)[None]])
     first = lambda p: np.linalg.norm(joint_positions(db, p)[:, 0] - truth[:, 0], axis=-1).mean() * 100  # noqa: E731
@@ -191,3 +191,24 @@ def test_rigid_pose_on_mirrored_lafan1_rows(shared_data):
     noisy = db.pose[::40] + rng.normal(0, 0.003, db.pose[::40].shape).astype(np.float32)
     out = joint_positions(db, rigid_pose(db, noisy))
     assert np.abs(out - joint_positions(db, db.pose[::40])).max() < 0.1
+
+
+def test_foot_lock_holds_planted_toes_of_a_sliding_character(games105_db, games105_retriever):
+    """The runtime foot lock as the evaluation applies it (``foot_lock``): real windows whose
+    root slides forward 0.15 m/s faster than the actor skate more than the truth; locked on
+    the true contact labels they lose the added skating (the slide stays inside the lock's
+    0.2-m unlock radius over a 1-s window), and the frozen pose (detected
+    contacts: every toe still) stays at 0. Without the lock no locked figure is reported."""
+    db, norm = games105_db, games105_retriever.norm
+    rows, true, tp, td = _windows(db)
+    labels = db.contacts[rows] > 0.5
+    slide = tp + (np.arange(tp.shape[1]) / db.fps * 0.15)[None, :, None] * td
+    m = window_metrics(true, true, norm, db, 0.05, (slide, td, tp, td), True, labels)
+    truth = window_metrics(true, true, norm, db, 0.05, (tp, td, tp, td))
+    assert "foot_skate_locked_cm_s" not in truth
+    assert m["foot_skate_cm_s"].mean() > truth["foot_skate_cm_s"].mean() + 5.0
+    # the lock takes away (at least 80% of) the 15 cm/s slide in every window
+    assert np.all(m["foot_skate_cm_s"] - m["foot_skate_locked_cm_s"] > 0.8 * 15.0)
+    frozen = np.repeat(true[:, :1], true.shape[1], 1)
+    still = (np.repeat(tp[:, :1], tp.shape[1], 1), np.repeat(td[:, :1], td.shape[1], 1), tp, td)
+    assert window_metrics(frozen, true, norm, db, 0.05, still, True)["foot_skate_locked_cm_s"].max() == 0.0

@@ -193,17 +193,19 @@ def _nearest_tf(retriever: Retriever, source: Database, rows: np.ndarray, exclud
 
 def matching_rollout(db: Database, source: Database, starts: np.ndarray, context: int, horizon: int,
                      exclude: np.ndarray | None = None, config: MatchingConfig | None = None
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The runtime motion-matching controller (:class:`MotionMatchingController`, with
     inertialization and its transition rule) driven like :func:`rollout`: it starts from
     the true pose of each window's last context row (inertialized into the best match),
     then every frame follows the clip's future root re-expressed relative to its own root.
     Returns raw pose vectors (B, H, P) (root-space positions, rotations and velocities
-    as inertialized), root positions and directions (B, H, 3)."""
+    as inertialized), root positions and directions (B, H, 3), and the toe contact labels
+    (B, H, 2) of the rows played (what its runtime foot lock reads)."""
     lay = {name: (a, b) for name, a, b in db.pose_layout}
     out = np.empty((len(starts), horizon, db.pose_width), np.float32)
     rps = np.empty((len(starts), horizon, 3), np.float32)
     rds = np.empty((len(starts), horizon, 3), np.float32)
+    contacts = np.empty((len(starts), horizon, 2), bool)
     ctl = MotionMatchingController(db, config=config)
     dt = 1.0 / db.fps
     for w, start in enumerate(starts):
@@ -224,7 +226,8 @@ def matching_rollout(db: Database, source: Database, starts: np.ndarray, context
             pose[slice(*lay["joint_velocities"])] = state.velocities.reshape(-1)
             out[w, h] = pose
             rps[w, h], rds[w, h] = ctl.root_position, ctl.root_direction
-    return out, rps, rds
+            contacts[w, h] = db.contacts[ctl.frame] > 0.5
+    return out, rps, rds, contacts
 
 
 def take_groups(source: Database, starts: np.ndarray) -> np.ndarray:
@@ -236,7 +239,8 @@ def take_groups(source: Database, starts: np.ndarray) -> np.ndarray:
 def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[str | Path], *, frames: int = 300,
              context: int = 32, stride: int = 120, baseline: str | Path | None = None, max_windows: int | None = None,
              mirror: bool = False, seed: int = 0, stability_frames: int = 0, random_rows: bool = False,
-             rigid: bool = True, scenarios: Sequence[str] | None = None, scenario_frames: int = 3600) -> dict:
+             rigid: bool = True, scenarios: Sequence[str] | None = None, scenario_frames: int = 3600,
+             foot_lock: bool = False) -> dict:
     """Evaluate ``checkpoint`` on ``clips`` with retrieval from ``db`` (see module docstring).
 
     ``frames`` is shortened to what the longest clip allows (reported as ``frames``);
@@ -246,7 +250,13 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     poses have their joint positions rebuilt from their rotations, as the runtime draws them
     (:func:`kinema.control.retrieval.pose.rigid_pose`; False scores the networks' raw
     positions); ``scenarios``: also drive the runtime controller with these scripted sticks
-    (:mod:`kinema.control.retrieval.scenarios`) for ``scenario_frames`` frames each.
+    (:mod:`kinema.control.retrieval.scenarios`) for ``scenario_frames`` frames each;
+    ``foot_lock``: also score every free-running method's skating after the runtime foot
+    lock (``foot_skate_locked_cm_s``, :func:`kinema.control.retrieval.metrics.locked_world_toes`,
+    each method locked on its own contact labels as its runtime is: the networks' predicted
+    contacts, the rows' labels for motion matching, the truth's for the truth, detected from
+    the drawn motion for the playback baselines and the frozen pose; about 1 ms per drawn
+    frame per method).
     """
     model, meta = load_checkpoint(checkpoint)
     db_path = db if not isinstance(db, Database) else "<database>"
@@ -303,7 +313,8 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
         with torch.no_grad():
             r = rollout(m, retr, source, starts, context, frames, retrieval=use, exclude=exclude, rigid=rigid)
         pred = norm.denormalise(r.pose.numpy())
-        return window_metrics(pred, source.pose[r.rows], norm, db, floor, (r.root_pos, r.root_dir, r.true_pos, r.true_dir))
+        return window_metrics(pred, source.pose[r.rows], norm, db, floor, (r.root_pos, r.root_dir, r.true_pos, r.true_dir),
+                              foot_lock, r.contact_logits.numpy() > 0.0)
 
     true_rows = (starts + context)[:, None] + np.arange(frames)[None]
     truth = source.pose[true_rows]
@@ -311,24 +322,25 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
 
     def play(every):
         p, rp, rd = playback_rollout(retriever, source, starts, context, frames, every, exclude)
-        return window_metrics(p, truth, norm, db, floor, (rp, rd) + troots)
+        return window_metrics(p, truth, norm, db, floor, (rp, rd) + troots, foot_lock)
 
     frozen = np.repeat(source.pose[starts + context - 1][:, None], frames, 1)
     fpos = np.repeat(source.root_positions[starts + context - 1][:, None], frames, 1)
     fdir = np.repeat(source.root_directions[starts + context - 1][:, None], frames, 1)
-    mm_pose, mm_pos, mm_dir = matching_rollout(db, source, starts, context, frames, exclude)
+    mm_pose, mm_pos, mm_dir, mm_contacts = matching_rollout(db, source, starts, context, frames, exclude)
     # motion matching is scored as its runtime draws it: inertialized positions (its rows are
     # real poses; rebuilding positions from the per-joint inertialized rotations would
     # compound their offsets down every chain)
-    fr_base = {"copy_previous": window_metrics(frozen, truth, norm, db, floor, (fpos, fdir) + troots),
+    fr_base = {"copy_previous": window_metrics(frozen, truth, norm, db, floor, (fpos, fdir) + troots, foot_lock),
                "nearest_candidate": play(1), "motion_matching_playback": play(retriever.refresh),
-               "motion_matching": window_metrics(mm_pose, truth, norm, db, floor, (mm_pos, mm_dir) + troots)}
+               "motion_matching": window_metrics(mm_pose, truth, norm, db, floor, (mm_pos, mm_dir) + troots, foot_lock,
+                                                 mm_contacts)}
     if model.use_retrieval:
         fr_base["random_candidates"] = run(model, True, randomised)
     if base_model is not None:
         fr_base["no_retrieval_model"] = run(base_model, False)
     fr_with, fr_without = run(model, True, own), run(model, False)
-    fr_truth = window_metrics(truth, truth, norm, db, floor, troots + troots)
+    fr_truth = window_metrics(truth, truth, norm, db, floor, troots + troots, foot_lock, source.contacts[true_rows] > 0.5)
     fr = _regime(fr_with, fr_without, fr_base, fr_truth, groups, seed)
     fr["horizons"] = horizon_table(fr_with, {"without": fr_without, **fr_base}, frames, seed, groups)
     fr["frame_joint_error_cm"] = {name: m["_frame_joint_error_cm"].mean(0).tolist()
@@ -337,7 +349,7 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     out = {"checkpoint": str(checkpoint), "database": db.fingerprint, "fps": float(db.fps),
            "clips": [str(c) for c in clips],
            "windows": int(len(starts)), "mirrored": mirror, "context": context, "frames": int(frames), "stride": stride,
-           "skate_height_m": floor, "rigid": rigid, "teacher_forced": tf, "free_running": fr}
+           "skate_height_m": floor, "rigid": rigid, "foot_lock": foot_lock, "teacher_forced": tf, "free_running": fr}
     if stability_frames:
         out["stability"] = stability(model, retriever, source, db, stability_frames, context, exclude, rigid=rigid)
     if scenarios is not None:
@@ -360,7 +372,8 @@ def ground_truth_summary(truth: dict[str, np.ndarray]) -> dict[str, float]:
     else:
         half = feats.shape[1] // 2
         a, b = feats[0, :half], feats[0, half:]
-    out = {k: float(np.mean(truth[k])) for k in ("foot_skate_cm_s", "joint_speed_ratio") if k in truth}
+    out = {k: float(np.mean(truth[k])) for k in ("foot_skate_cm_s", "foot_skate_locked_cm_s", "joint_speed_ratio")
+           if k in truth}
     if "_motion_features" in truth:
         out["frechet_split_half"] = frechet(a, b, feats.reshape(-1, d), groups=2)
     return out

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from kinema.control.footlock import FootLock
 from kinema.control.retrieval.sequences import PoseNormaliser
 from kinema.features.root import yaw_rotate
+from kinema.maths import quat
 from kinema.matching.database import Database
 
 DIVERGED_CM = 20.0
@@ -163,11 +165,49 @@ def foot_skate(world_toes: np.ndarray, floor: float, fps: float) -> np.ndarray:
     return np.where(count > 0, total / np.maximum(count, 1), 0.0)
 
 
+def locked_world_toes(db: Database, poses: np.ndarray, root_pos: np.ndarray, root_dir: np.ndarray,
+                      contacts: np.ndarray | None = None) -> np.ndarray:
+    """World toe positions (W, H, 2, 3) of raw pose vectors (W, H, P) placed at roots (W, H, 3)
+    after the runtime's foot lock (:class:`~kinema.control.footlock.FootLock`, with its
+    defaults, fresh per window), applied the same way to every method. ``contacts`` (W, H, 2)
+    bool are the toe contact labels the method's runtime reads (a network's predicted
+    contacts, a database row's labels); None detects them causally from the drawn motion
+    with the database's contact test (backward-difference toe speed below
+    ``config.contact_speed`` m/s, and height below ``config.contact_height`` when set)."""
+    roles, cfg, fps = db.roles, db.config, db.fps
+    toes = [roles["left_toe"], roles["right_toe"]]
+    lay = {name: (a, b) for name, a, b in db.pose_layout}
+    j = db.num_joints
+    pw = world_positions(joint_positions(db, poses).astype(np.float64), root_pos, root_dir)   # (W, H, J, 3)
+    if contacts is not None:
+        contact = np.asarray(contacts, bool)
+    else:
+        speed = np.linalg.norm(np.diff(pw[:, :, toes], axis=1, prepend=pw[:, :1, toes]), axis=-1) * fps
+        contact = speed < cfg.contact_speed
+        contact[:, 0] = False   # no speed yet on a window's first frame
+        if cfg.contact_height is not None:
+            contact &= pw[:, :, toes, 1] < cfg.contact_height
+    a, b = lay["joint_rotations_6d"]
+    yaw = np.arctan2(root_dir[..., 0], root_dir[..., 2])
+    ry = np.stack([np.cos(yaw / 2), 0 * yaw, np.sin(yaw / 2), 0 * yaw], -1)              # (W, H, 4)
+    rot = quat.mul(ry[:, :, None], quat.from_6d(poses[..., a:b].reshape(poses.shape[:2] + (j, 6)).astype(np.float64)))
+    out = np.empty(pw.shape[:2] + (2, 3))
+    for w in range(len(poses)):
+        lock = FootLock(db.parents, [roles["left_foot"], roles["right_foot"]], toes)
+        for h in range(poses.shape[1]):
+            _, pos = lock.apply(rot[w, h], pw[w, h], contact[w, h], 1.0 / fps)
+            out[w, h] = pos[toes]
+    return out
+
+
 def window_metrics(pred: np.ndarray, true: np.ndarray, norm: PoseNormaliser, db: Database,
-                   floor: float, roots: tuple[np.ndarray, ...] | None = None) -> dict[str, np.ndarray]:
+                   floor: float, roots: tuple[np.ndarray, ...] | None = None, foot_lock: bool = False,
+                   contacts: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Per-window metrics (each (W,)) of raw pose vectors (W, H, P) against the truth;
     ``roots`` = (pred pos, pred dir, true pos, true dir) (W, H, 3) for the free-running
-    metrics (root, heading, skating, world joint error). Keys starting with ``_`` hold
+    metrics (root, heading, skating, world joint error; with ``foot_lock`` also
+    ``foot_skate_locked_cm_s``, the skating left after :func:`locked_world_toes` on the toe
+    ``contacts`` (W, H, 2) given, or detected). Keys starting with ``_`` hold
     per-frame arrays for the caller (curves, distributions), not summaries."""
     pn, tn = norm.normalise(pred), norm.normalise(true)
     out = {"loss": ((pn - tn) ** 2).mean((1, 2))}
@@ -198,6 +238,9 @@ def window_metrics(pred: np.ndarray, true: np.ndarray, norm: PoseNormaliser, db:
         out["world_joint_error_cm"] = np.linalg.norm(pw - tw, axis=-1).mean((1, 2)) * 100.0
         toes = [db.roles["left_toe"], db.roles["right_toe"]]
         out["foot_skate_cm_s"] = foot_skate(pw[:, :, toes], floor, db.fps)
+        if foot_lock:
+            locked = locked_world_toes(db, pred, rp, rd, contacts)
+            out["foot_skate_locked_cm_s"] = foot_skate(locked, floor, db.fps)
     return out
 
 
