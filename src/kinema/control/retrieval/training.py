@@ -20,7 +20,11 @@ positions rebuilt from its rotations (:func:`kinema.control.retrieval.pose.rigid
 before the loss and before it is fed back, as the runtime draws it: the network learns
 rotations that put the joints where they belong, and no pose can stretch a bone. With
 ``skate_weight`` > 0 the rollouts add that much of :func:`skate_loss` (toe displacement in
-the frames whose true contact is on).
+the frames whose true contact is on); with ``energy_weight`` > 0 that much of
+:func:`energy_loss` (the squared log of each rollout's joint-speed ratio to the truth's: a
+damped rollout pays for moving less than the actor, which the pose MSE rewards past the
+first second), and the checkpoint is selected on the free-running validation loss plus
+that much of the validation rollouts' energy loss.
 
 Config (TOML or JSON): sections ``data`` (``clips``: globs, ``sample:``/``shared:``
 prefixes resolve through :mod:`kinema.data`; ``validation``: clip names held out and used
@@ -94,6 +98,7 @@ class TrainSettings:
     device: str = "cpu"
     rigid: bool = False
     skate_weight: float = 0.0
+    energy_weight: float = 0.0
 
 
 def resolve_clips(patterns: list[str], base: Path | None = None) -> list[Path]:
@@ -373,6 +378,25 @@ def skate_loss(db: Database, pose: torch.Tensor, contacts: torch.Tensor) -> torc
     return ((dx ** 2 + dz ** 2) * 1e4 * on).sum() / on.sum().clamp(min=1.0)
 
 
+def energy_loss(db: Database, pose: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Mean over rollouts of ``log(speed(pose) / speed(target))^2``, the speeds being each
+    rollout's mean joint speed (cm/s, :func:`kinema.control.retrieval.metrics.joint_speed`)
+    of raw predicted and true pose vectors (B, H, P): 0 when a rollout moves as much as the
+    actor, whatever its phase; 0.34 at the damped ratio 0.56. Differentiable."""
+    a, b = pose_slice(db, "joint_positions").start, pose_slice(db, "joint_positions").stop
+
+    def speed(p: torch.Tensor) -> torch.Tensor:
+        pos = p[..., a:b].reshape(p.shape[0], p.shape[1], -1, 3)
+        return torch.linalg.vector_norm(pos[:, 1:] - pos[:, :-1], dim=-1).mean((1, 2)) * 100.0 * db.fps
+
+    return ((torch.log(speed(pose) + 1.0) - torch.log(speed(target) + 1.0)) ** 2).mean()
+
+
+def _raw(retriever: Retriever, pose_n: torch.Tensor) -> torch.Tensor:
+    norm = retriever.norm
+    return pose_n * torch.as_tensor(norm.std, device=pose_n.device) + torch.as_tensor(norm.mean, device=pose_n.device)
+
+
 def rollout_starts(db: Database, clips: np.ndarray, length: int, count: int, rng: np.random.Generator | None,
                    stride: int | None = None) -> np.ndarray:
     """Start rows of windows of ``length`` rows inside ``clips``: ``count`` random ones, or
@@ -400,9 +424,9 @@ def rollout_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSetting
     loss = pose_loss(r.pose, r.target, r.contact_logits, r.target_contacts, s.contact_weight,
                      pose_slice(db, "joint_positions"), s.position_weight)
     if s.skate_weight > 0:
-        norm = retriever.norm
-        raw = r.pose * torch.as_tensor(norm.std, device=r.pose.device) + torch.as_tensor(norm.mean, device=r.pose.device)
-        loss = loss + s.skate_weight * skate_loss(db, raw, r.target_contacts)
+        loss = loss + s.skate_weight * skate_loss(db, _raw(retriever, r.pose), r.target_contacts)
+    if s.energy_weight > 0:
+        loss = loss + s.energy_weight * energy_loss(db, _raw(retriever, r.pose), _raw(retriever, r.target))
     return loss
 
 
@@ -427,7 +451,16 @@ def validate(model, retriever: Retriever, val: Database, s: TrainSettings) -> di
         out[f"tf_{name}"] = float(F.mse_loss(o["pose"], pose[:, 1:]))
         r = rollout(model, retriever, val, starts, s.context, s.val_horizon, retrieval=use, rigid=s.rigid)
         out[f"fr_{name}"] = float(F.mse_loss(r.pose, r.target))
+        if s.energy_weight > 0:
+            out[f"energy_{name}"] = float(energy_loss(val, _raw(retriever, r.pose), _raw(retriever, r.target)))
     return out
+
+
+def selection_key(rec: dict, s: TrainSettings) -> float:
+    """What selects the checkpoint: the free-running validation loss (with retrieval when
+    the model has it), plus ``energy_weight`` x its energy loss when that is trained."""
+    name = "with" if "fr_with" in rec else "without"
+    return rec[f"fr_{name}"] + s.energy_weight * rec.get(f"energy_{name}", 0.0)
 
 
 def partial_path(out: Path) -> Path:
@@ -527,7 +560,7 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
             running = []
             history.append(rec)
             log(json.dumps(rec))
-            key = v.get("fr_with", v.get("fr_without"))
+            key = selection_key(v, s)
             # Only the free-running stages select (warm-up weights are not a controller yet).
             if stage != "warmup" and key < best:
                 best, best_state = key, copy.deepcopy(model.state_dict())
@@ -541,13 +574,15 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
     if s.scheduled + s.free > 0:
         model.load_state_dict(best_state)
     best_rec = min((h for h in history if h["stage"] != "warmup"), default=history[-1],
-                   key=lambda h: h.get("fr_with", h.get("fr_without")))
+                   key=lambda h: selection_key(h, s))
     meta = {
         "config": cfg,
         "normalisation": {"pose": norm.to_json(), "feature_mean": db.feature_mean.tolist(),
                           "feature_scale": db.feature_scale.tolist()},
         "loss_weights": {"pose_mse": 1.0, "contact_bce": s.contact_weight, "joint_position_mse": s.position_weight,
-                         "teacher_forced_mix": s.tf_mix},
+                         "teacher_forced_mix": s.tf_mix,
+                         **({"skate": s.skate_weight} if s.skate_weight else {}),
+                         **({"energy": s.energy_weight} if s.energy_weight else {})},
         "fingerprint": db.fingerprint,
         "database": {"fingerprint": db.fingerprint, "rows": db.rows, "pose_width": db.pose_width,
                      "frame_time": db.frame_time, "clips": db.clip_names, "joints": db.joint_names,
