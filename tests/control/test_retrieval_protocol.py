@@ -212,3 +212,24 @@ def test_foot_lock_holds_planted_toes_of_a_sliding_character(games105_db, games1
     frozen = np.repeat(true[:, :1], true.shape[1], 1)
     still = (np.repeat(tp[:, :1], tp.shape[1], 1), np.repeat(td[:, :1], td.shape[1], 1), tp, td)
     assert window_metrics(frozen, true, norm, db, 0.05, still, True)["foot_skate_locked_cm_s"].max() == 0.0
+
+
+def test_energy_loss_charges_damping_not_phase(games105_db):
+    """The training's energy term (``train.energy_weight``): 0 for the truth, about the same
+    for the truth 20 frames late (it moves like the actor, out of step: the pose MSE charges
+    that, the energy term need not), and large for the frozen pose and for a 50/50 blend
+    with the window's mean pose (damped)."""
+    import torch
+
+    from kinema.control.retrieval.training import energy_loss
+
+    db = games105_db
+    rows, true, _, _ = _windows(db, 60, 40)
+    t = torch.as_tensor(true)
+    late = torch.as_tensor(db.pose[rows - 20])
+    frozen = t[:, :1].expand_as(t)
+    damped = 0.5 * t + 0.5 * t.mean(1, keepdim=True)
+    assert float(energy_loss(db, t, t)) == 0.0
+    assert float(energy_loss(db, late, t)) < 0.05
+    assert float(energy_loss(db, damped, t)) > 4 * float(energy_loss(db, late, t)) + 0.05
+    assert float(energy_loss(db, frozen, t)) > float(energy_loss(db, damped, t))
