@@ -18,8 +18,8 @@ import numpy as np
 from kinema.control.footlock import FootLock
 from kinema.control.retrieval.sequences import PoseNormaliser
 from kinema.features.root import yaw_rotate
-from kinema.maths import quat
 from kinema.matching.database import Database
+from kinema.maths import quat
 
 DIVERGED_CM = 20.0
 NPSS_WINDOW = 60
