@@ -1,6 +1,10 @@
 """Shared test fixtures: the real data folder and the bundled sample."""
 from __future__ import annotations
 
+import os
+import shutil
+import socket
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,3 +25,25 @@ def shared_data() -> Path:
 def sample_data() -> Path:
     """The small permissively licensed sample bundled in the package."""
     return sample_root()
+
+
+@pytest.fixture
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (asked of the OS)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def with_display() -> Callable[[list[str]], list[str]]:
+    """``cmd -> cmd`` run under ``xvfb-run`` when there is no display (OpenGL in a
+    subprocess); skips the test, saying why, when there is neither."""
+    def wrap(cmd: list[str], screen: str = "1024x768x24") -> list[str]:
+        if os.environ.get("DISPLAY"):
+            return list(cmd)
+        if shutil.which("xvfb-run") is None:
+            pytest.skip("no display and no xvfb-run for OpenGL")
+        return ["xvfb-run", "-a", "-s", f"-screen 0 {screen}", *cmd]
+    return wrap
+

@@ -176,7 +176,7 @@ def test_query_puts_the_stick_after_pose_joint_features(shared_data):
     q = c.query()
     np.testing.assert_allclose(q[:t], db.features[c.frame, :t], atol=1e-6)
     traj = c.trajectory.predict().features(c.root_position, c.root_direction)
-    np.testing.assert_allclose(db.denormalize(q)[t:], traj, atol=1e-4)
+    np.testing.assert_allclose(db.denormalise(q)[t:], traj, atol=1e-4)
 
 
 @pytest.mark.parametrize("foot_lock", [False, True])

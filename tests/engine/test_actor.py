@@ -103,12 +103,10 @@ def test_draw_uses_what_the_renderer_offers(walk):
     scene.draw(object())  # a renderer without any of the methods: nothing to do, no error
 
 
-def test_actor_drawn_by_the_real_renderer(tmp_path):
+def test_actor_drawn_by_the_real_renderer(tmp_path, with_display):
     """A headless App renders an Actor through kinema.render (subprocess: one GL context per
     process); the joints project onto pixels that change when the actor is hidden."""
     import json
-    import os
-    import shutil
     import subprocess
     import sys
     from pathlib import Path
@@ -116,10 +114,7 @@ def test_actor_drawn_by_the_real_renderer(tmp_path):
     import imageio.v3 as iio
 
     cmd = [sys.executable, str(Path(__file__).with_name("render_actor_script.py")), str(tmp_path)]
-    if not os.environ.get("DISPLAY"):
-        if shutil.which("xvfb-run") is None:
-            pytest.skip("no display and no xvfb-run for OpenGL")
-        cmd = ["xvfb-run", "-a", "-s", "-screen 0 640x480x24", *cmd]
+    cmd = with_display(cmd, "640x480x24")
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     res = json.loads(done.stdout.strip().splitlines()[-1])

@@ -53,7 +53,7 @@ def test_normalisation_groups(lafan, bandai):
         std = db.features.astype(np.float64).std(0)
         for name, a, b, w in db.feature_layout:
             assert std[a:b].mean() == pytest.approx(w, rel=1e-3), name
-        np.testing.assert_allclose(db.denormalize(db.features), db.raw_features, atol=1e-4)
+        np.testing.assert_allclose(db.denormalise(db.features), db.raw_features, atol=1e-4)
 
 
 def test_trajectory_features_from_root(lafan):
@@ -231,7 +231,7 @@ def test_pose_joint_features(shared_data):
     true = held.pose[rows, :66].reshape(len(rows), 22, 3)
 
     def top1_error(db, feats):
-        hit = db.search(db.normalize(feats), 1)[0][:, 0]
+        hit = db.search(db.normalise(feats), 1)[0][:, 0]
         return np.linalg.norm(db.pose[hit, :66].reshape(len(rows), 22, 3) - true, axis=-1).mean()
 
     with_pose = top1_error(posed, held.raw_features[rows])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -15,21 +14,15 @@ import torch
 from kinema.nn.distributed import train_mlp
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.skipif(not torch.distributed.is_available(), reason="torch built without distributed")
-def test_two_gloo_ranks_match_single_process(tmp_path, lafan_poses):
+def test_two_gloo_ranks_match_single_process(tmp_path, lafan_poses, free_port):
     x = lafan_poses[1000:1256:2]  # 128 real poses -> the next pose
     y = lafan_poses[1001:1257:2]
     np.savez(tmp_path / "data.npz", x=x.numpy(), y=y.numpy())
     steps, batch = 8, 32
     env = dict(os.environ, OMP_NUM_THREADS="1")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr",
-           "127.0.0.1", "--master_port", str(_free_port()), "-m", "kinema.nn.distributed",
+           "127.0.0.1", "--master_port", str(free_port), "-m", "kinema.nn.distributed",
            "--data", str(tmp_path / "data.npz"), "--steps", str(steps), "--batch", str(batch), "--lr", "1e-2",
            "--out", str(tmp_path / "ddp.json")]
     result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import socket
 import threading
 
 import numpy as np
@@ -18,12 +17,6 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync",
         "--use-angle=swiftshader", "--enable-unsafe-swiftshader"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _orange(png: bytes) -> np.ndarray:
@@ -62,14 +55,14 @@ def _open_page(profile, port: int):
 
 
 @pytest.fixture()
-def served(shared_data, tmp_path):
+def served(shared_data, tmp_path, free_port):
     from kinema.serve import MotionViewer, ServedClip
     if CHROMIUM is None:
         pytest.skip("Debian chromium not installed (./run.sh setup installs it)")
     clip = ServedClip.load(shared_data / "lafan1/walk4_subject1.bvh",
                            character=shared_data / "characters/lafan1_character/character.bin")
     clip.motion = clip.motion[:400]
-    viewer = MotionViewer([clip], port=_free_port(), playing=False)
+    viewer = MotionViewer([clip], port=free_port, playing=False)
     viewer.gui_follow.value = False   # a fixed camera: the mirrored body jumps across the screen
     viewer.frame = 200  # mid-walk, about 2.5 m off the x = 0 mirror plane
     viewer.show()
@@ -114,7 +107,7 @@ def test_page_shows_character_and_gui_changes_scene(served):
         assert np.sign(x_after - 640) != np.sign(x_before - 640)
 
 
-def test_live_dog_follows_the_heading_typed_in_the_page(shared_data, tmp_path):
+def test_live_dog_follows_the_heading_typed_in_the_page(shared_data, tmp_path, free_port):
     """``kinema serve quadruped``'s live clip: typing a heading in the page's GUI turns the dog."""
     import time
 
@@ -126,7 +119,7 @@ def test_live_dog_follows_the_heading_typed_in_the_page(shared_data, tmp_path):
     _, parser = demo_parser("quadruped")
     clips = quadruped.served_clips(parser.parse_args(["--frames", "10", "--heading", "0"]))
     live = clips[0]
-    viewer = MotionViewer(clips, port=_free_port())
+    viewer = MotionViewer(clips, port=free_port)
     thread = threading.Thread(target=viewer.serve_forever, daemon=True)
     thread.start()
     try:
@@ -148,7 +141,7 @@ def test_live_dog_follows_the_heading_typed_in_the_page(shared_data, tmp_path):
     assert moved[0] > 0.5 and abs(moved[2]) < 0.5 * moved[0], moved     # toward +X, as typed
 
 
-def test_default_camera_frames_and_follows_a_walk(shared_data, tmp_path):
+def test_default_camera_frames_and_follows_a_walk(shared_data, tmp_path, free_port):
     """No camera set by hand: the viewer's default camera frames the character and keeps it
     in view while it walks 6 m away (the follow checkbox, on by default)."""
     from kinema.serve import MotionViewer, ServedClip
@@ -157,7 +150,7 @@ def test_default_camera_frames_and_follows_a_walk(shared_data, tmp_path):
     clip = ServedClip.load(shared_data / "lafan1/walk4_subject1.bvh",
                            character=shared_data / "characters/lafan1_character/character.bin")
     clip.motion = clip.motion[1200:1500]     # about 6 m of walking
-    viewer = MotionViewer([clip], port=_free_port(), playing=False)
+    viewer = MotionViewer([clip], port=free_port, playing=False)
     start = viewer.focus()
     thread = threading.Thread(target=viewer.serve_forever, daemon=True)
     thread.start()

@@ -239,7 +239,7 @@ class MotionMatchingController:
         traj = traj.reshape(self.n, -1)
         t = self.db.trajectory_start
         raw[:, t:t + traj.shape[1]] = traj
-        return self.db.normalize(raw)
+        return self.db.normalise(raw)
 
     def query(self, request: np.ndarray | None = None) -> np.ndarray:
         """Normalised query (D,) ((B, D) for a batch): pose features of the playing row,
@@ -305,7 +305,7 @@ class MotionMatchingController:
         t = self.db.trajectory_start
         raw[:, t:t + req.shape[1]] = req
         ex = Exclusion(clip_end=self.config.exclude_clip_end, clips=clips)
-        idx, _ = self.db.search(self.db.normalize(raw), k=1, exclude=ex)
+        idx, _ = self.db.search(self.db.normalise(raw), k=1, exclude=ex)
         self.frames = np.maximum(idx[:, 0], 0)
         self._clip_stop = self.db.ranges[self.db.clip_of(self.frames), 1]
         self.inertializer.reset()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from kinema.errors import MissingFileError, UnsupportedFormatError
+from kinema.errors import KinemaError, MissingFileError, UnsupportedFormatError
 
 # suffix -> module implementing it. npz covers both kinema's motion npz and
 # AI4AnimationPy's npz (kinema.io.npz detects which).
@@ -66,3 +66,19 @@ def load_character(path: str | Path, **options):
     if not hasattr(module, "load_character"):
         raise UnsupportedFormatError(f"{path}: {path.suffix} files hold no character mesh")
     return module.load_character(path, **options)
+
+
+MESH_SUFFIXES = frozenset({".glb", ".gltf", ".fbx"})   # motion files that may carry a skinned mesh
+
+
+def mesh_character(path: str | Path):
+    """The skinned character a motion file carries (a GLB, glTF or FBX with a mesh), or None
+    when the file holds no mesh or no character can be read from it."""
+    path = Path(path)
+    if path.suffix.lower() not in MESH_SUFFIXES:
+        return None
+    try:
+        character = load_character(path)
+    except KinemaError:
+        return None
+    return character if character.has_mesh else None

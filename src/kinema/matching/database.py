@@ -305,11 +305,11 @@ class Database:
                                trajectory], -1).astype(np.float32)
 
     # -- features and search -------------------------------------------------------------
-    def normalize(self, raw: np.ndarray) -> np.ndarray:
+    def normalise(self, raw: np.ndarray) -> np.ndarray:
         """Raw features (..., D) -> normalised (float32)."""
         return ((np.asarray(raw, np.float32) - self.feature_mean) / self.feature_scale).astype(np.float32)
 
-    def denormalize(self, features: np.ndarray) -> np.ndarray:
+    def denormalise(self, features: np.ndarray) -> np.ndarray:
         """Normalised features (..., D) -> raw units."""
         return (np.asarray(features, np.float32) * self.feature_scale + self.feature_mean).astype(np.float32)
 

@@ -8,23 +8,9 @@ from pathlib import Path
 import numpy as np
 
 import kinema.io
-from kinema.errors import KinemaError, UnsupportedFormatError
+from kinema.errors import KinemaError
 from kinema.maths import angles
 from kinema.motion.extent import body_box, body_centre, figure_size
-
-MESH_SUFFIXES = {".glb", ".gltf", ".fbx"}
-
-
-def load_character_file(path: str | Path):
-    """A :class:`~kinema.io.character.Character` from any supported file (``character.bin`` too)."""
-    path = Path(path)
-    try:
-        return kinema.io.load_character(path)
-    except UnsupportedFormatError:
-        if path.suffix.lower() == ".bin":
-            from kinema.io.character_bin import load_character
-            return load_character(path)
-        raise
 
 
 @dataclass
@@ -53,15 +39,7 @@ class Clip:
         A GLB/FBX given as ``path`` that holds a mesh is its own character."""
         path = Path(path)
         motion = kinema.io.load(path)
-        ch = None
-        if character is not None:
-            ch = load_character_file(character)
-        elif path.suffix.lower() in MESH_SUFFIXES:
-            try:
-                ch = load_character_file(path)
-                ch = ch if ch.has_mesh else None
-            except KinemaError:
-                ch = None
+        ch = kinema.io.load_character(character) if character is not None else kinema.io.mesh_character(path)
         if ch is not None:
             from kinema.retargeting import fit
             motion = fit(motion, ch)

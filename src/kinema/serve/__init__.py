@@ -10,11 +10,10 @@ from kinema.serve.clip import (
     character_pose,
     character_pose_world,
     dense_weights,
-    load_character_file,
 )
 
 __all__ = ["LiveClip", "MotionViewer", "ServedClip", "bind_world", "character_pose", "character_pose_world",
-           "dense_weights", "load_character_file"]
+           "dense_weights"]
 
 
 def __getattr__(name: str):

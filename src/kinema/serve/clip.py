@@ -16,17 +16,6 @@ from kinema.errors import KinemaError
 from kinema.maths import quat
 from kinema.motion import kinematics
 
-MESH_SUFFIXES = {".glb", ".gltf", ".fbx"}
-
-
-def load_character_file(path: str | Path):
-    """A :class:`~kinema.io.character.Character` from a GLB/glTF/FBX file or a lafan1 ``character.bin``."""
-    path = Path(path)
-    if path.suffix.lower() == ".bin":
-        from kinema.io.character_bin import load_character
-        return load_character(path)
-    return kinema.io.load_character(path)
-
 
 def bind_world(character) -> tuple[np.ndarray, np.ndarray]:
     """World bind pose of every character joint, from its inverse bind matrices.
@@ -136,16 +125,12 @@ class ServedClip:
     @classmethod
     def load(cls, path: str | Path, character: str | Path | None = None, **kwargs) -> ServedClip:
         """Load a motion file; a GLB/FBX holding a mesh skins itself, else ``character`` (any file
-        :func:`load_character_file` reads) is skinned when given."""
+        :func:`kinema.io.load_character` reads, ``character.bin`` too) is skinned when given."""
         path = Path(path)
         motion = kinema.io.load(path)
-        ch = load_character_file(character) if character is not None else None
-        if ch is None and path.suffix.lower() in MESH_SUFFIXES:
-            try:
-                ch = load_character_file(path)
-            except KinemaError:
-                ch = None
-            ch = ch if ch is not None and ch.has_mesh else None
+        ch = kinema.io.load_character(character) if character is not None else None
+        if ch is None:
+            ch = kinema.io.mesh_character(path)
         if ch is not None:
             from kinema.retargeting import fit
             motion = fit(motion, ch)

@@ -184,7 +184,7 @@ def _nearest_tf(retriever: Retriever, source: Database, rows: np.ndarray, exclud
     best = None
     for t in range(rows.shape[1]):
         if t % every == 0:
-            idx, _ = retriever.search(db.normalize(source.raw_features[rows[:, t]]), exclude)
+            idx, _ = retriever.search(db.normalise(source.raw_features[rows[:, t]]), exclude)
             best, since = idx[:, 0], 0
         since += 1
         out[:, t] = db.pose[db.successor(best, since)]

@@ -66,7 +66,7 @@ def integrate_root(root_pos: np.ndarray, root_dir: np.ndarray, motion: np.ndarra
 def query(retriever: Retriever, poses: np.ndarray, control: np.ndarray) -> np.ndarray:
     """Normalised matching features (B, D) of raw poses (B, P) and joysticks (B, 4T)."""
     db = retriever.db
-    return db.normalize(db.features_from_pose(poses, control))
+    return db.normalise(db.features_from_pose(poses, control))
 
 
 @dataclass
@@ -141,7 +141,7 @@ def teacher_forced_candidates(retriever: Retriever, source: Database, rows: np.n
     out = []
     for t in range(length):
         if t % retriever.refresh == 0:
-            idx, cost = retriever.search(retriever.db.normalize(source.raw_features[rows[:, t]]), exclude)
+            idx, cost = retriever.search(retriever.db.normalise(source.raw_features[rows[:, t]]), exclude)
             stream.rows, stream.cost = retriever.sample(idx, cost, rng)
             stream.since = 0
         else:

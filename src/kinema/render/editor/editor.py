@@ -43,7 +43,7 @@ from kinema.errors import KinemaError
 from kinema.render.editor.browser import Browser
 from kinema.render.editor.features import ClipFeatures, FeatureSetup, feature_setup
 from kinema.render.editor.overlays import AIR_COLOR, CONTACT_COLOR, DEFAULT_OVERLAYS, OVERLAYS, draw_features
-from kinema.render.playback import MESH_SUFFIXES, Clip, load_character_file
+from kinema.render.playback import Clip
 from kinema.render.ui import ROW
 from kinema.render.viewer import Viewer
 
@@ -167,7 +167,7 @@ class Editor(Viewer):
         unknown = set(overlays) - set(OVERLAYS)
         if unknown:
             raise KinemaError(f"unknown overlays {sorted(unknown)}; choose from {list(OVERLAYS)}")
-        self.character = load_character_file(character) if isinstance(character, (str, Path)) else character
+        self.character = kinema.io.load_character(character) if isinstance(character, (str, Path)) else character
         self.renderer = renderer
         self.record_dir = Path(record_dir)
         self._recordings = 0
@@ -233,13 +233,8 @@ class Editor(Viewer):
                 animations = []
         motion = kinema.io.load(path) if animation is None else kinema.io.load(path, animation=animation)
         ch = self.character
-        if ch is None and path.suffix.lower() in MESH_SUFFIXES:
-            ch = own_character
-            if ch is None:
-                try:
-                    ch = load_character_file(path)
-                except KinemaError:
-                    ch = None
+        if ch is None and path.suffix.lower() in kinema.io.MESH_SUFFIXES:
+            ch = own_character if own_character is not None else kinema.io.mesh_character(path)
             ch = ch if ch is not None and ch.has_mesh else None
         if ch is not None:
             from kinema.retargeting import fit

@@ -37,26 +37,19 @@ def test_samples_are_hips_relative_and_aligned():
     assert abs(y[0, 3] - (pos[5] - origin).ravel()).max() < 1e-6
 
 
-def test_rendered_frames_show_character_truth_and_prediction(tmp_path, shared_data):
+def test_rendered_frames_show_character_truth_and_prediction(tmp_path, shared_data, with_display):
     """Offscreen frames through kinema.render (subprocess, under xvfb-run without a display):
     the white character, the green true future and the orange prediction are all drawn."""
-    import os
-    import shutil
     import subprocess
     import sys
 
     import imageio.v3 as iio
     import numpy as np
-    import pytest
 
     cmd = [sys.executable, "-m", "kinema.cli", "demo", "training", "--headless", "--png", "--frames", "10",
            "--render-every", "10", "--steps-per-frame", "2", "--out", str(tmp_path),
            "--clip", str(shared_data / "lafan1" / "walk4_subject1.bvh")]
-    if not os.environ.get("DISPLAY"):
-        if shutil.which("xvfb-run") is None:
-            pytest.skip("no display and no xvfb-run for OpenGL")
-        cmd = ["xvfb-run", "-a", "-s", "-screen 0 1024x768x24", *cmd]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    done = subprocess.run(with_display(cmd), capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert len(metrics["frames_written"]) == 1

@@ -48,38 +48,32 @@ def test_cli_entry(tmp_path, capsys):
     assert "10 steps" in capsys.readouterr().out and (tmp_path / "metrics.json").exists()
 
 
-def _demo_with_display(tmp_path, *argv: str) -> dict:
+def _demo_with_display(tmp_path, with_display, *argv: str) -> dict:
     """Run the demo in a subprocess (raylib keeps one GL context per process), under
     xvfb-run when there is no display; returns its metrics."""
-    import os
-    import shutil
     import subprocess
     import sys
 
-    cmd = [sys.executable, "-m", "kinema.cli", "demo", "ecs", *argv, "--width", "480", "--height", "320",
-           "--out", str(tmp_path)]
-    if not os.environ.get("DISPLAY"):
-        if shutil.which("xvfb-run") is None:
-            pytest.skip("no display and no xvfb-run for OpenGL")
-        cmd = ["xvfb-run", "-a", "-s", "-screen 0 640x480x24", *cmd]
+    cmd = with_display([sys.executable, "-m", "kinema.cli", "demo", "ecs", *argv, "--width", "480", "--height", "320",
+                        "--out", str(tmp_path)], "640x480x24")
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads((tmp_path / "metrics.json").read_text())
 
 
-def test_standalone_window_through_the_real_renderer(tmp_path):
-    m = _demo_with_display(tmp_path, "--mode", "standalone", "--frames", "15", "--profiler")
+def test_standalone_window_through_the_real_renderer(tmp_path, with_display):
+    m = _demo_with_display(tmp_path, with_display, "--mode", "standalone", "--frames", "15", "--profiler")
     assert m["mode"] == "standalone" and m["steps"] >= 1  # real-time steps while 15 frames were shown
     assert m["max_moon_radius_error_m"] < 1e-4 and "Body" in m["profile_ms_per_frame"]
     assert m["profile_ms_per_frame"]["Body"]["draw"] > 0
 
 
-def test_renders_offscreen_through_the_real_renderer(tmp_path):
+def test_renders_offscreen_through_the_real_renderer(tmp_path, with_display):
     """Headless with --render: App + kinema.render.Renderer; every visible body is drawn where
     it projects."""
     import imageio.v3 as iio
 
-    m = _demo_with_display(tmp_path, "--headless", "--frames", "60", "--png", "--render-every", "30", "--no-gui")
+    m = _demo_with_display(tmp_path, with_display, "--headless", "--frames", "60", "--png", "--render-every", "30", "--no-gui")
     assert len(m["frames_written"]) == 2 and m["steps"] == 60
     img = iio.imread(m["frames_written"][-1]).astype(int)
     assert img.shape == (320, 480, 3)
