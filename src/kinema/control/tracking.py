@@ -34,6 +34,7 @@ from kinema.features.root import (
     rotations_to_root_space,
     to_root_space,
 )
+from kinema.ik.pose import solve_pose
 from kinema.maths import quat
 from kinema.motion import kinematics
 
@@ -119,7 +120,6 @@ def fit_to_tracked(rot: np.ndarray, pos: np.ndarray, tracked_pos: np.ndarray, tr
     the tracked head, then solve each arm (upper arm -> forearm -> hand, FABRIK) so the hands
     reach the tracked wrists with their tracked rotations. ``tracked_*``: (N, 3, ...)
     in ``tracked_names`` order (head first)."""
-    from kinema.ik.pose import solve_pose
     head = skeleton.index(tracked_names[0])
     pos = pos + (tracked_pos[:, :1] - pos[:, head:head + 1])
     parents = np.asarray(skeleton.parents)

@@ -53,8 +53,15 @@ from pathlib import Path
 import numpy as np
 
 import kinema.io
+from kinema.control.footlock import FootLock
+from kinema.control.styles import DEFAULT_STYLES, StyleLibrary, StylePlayer, style_gait_features
+from kinema.control.styles import FPS as STYLE_FPS
+from kinema.control.trajectory import TrajectoryController
+from kinema.data import shared_path
+from kinema.engine import stick
 from kinema.errors import KinemaError
 from kinema.maths import angles
+from kinema.serve.clip import character_pose_world
 
 DESCRIPTION = "biped locomotion with the retrieval-augmented Mamba controller (switch to no-retrieval / motion matching)"
 OUT, FRAMES, RENDER_EVERY = "out/demo_locomotion", 720, 2    # FRAMES: per controller
@@ -104,7 +111,6 @@ def skinned_character(joint_names, path: Path | None = None):
     """The LaFAN1 character (``characters/lafan1_character/character.bin`` in the shared
     data folder, or ``path``) when it exists and every joint of it but the ``Simulation``
     root is in ``joint_names`` (a LaFAN1 skeleton); else None."""
-    from kinema.data import shared_path
 
     if path is None:
         path = shared_path("characters", "lafan1_character", "character.bin")
@@ -123,7 +129,6 @@ def skinned_character(joint_names, path: Path | None = None):
 def character_pose(character, joint_names, rotations: np.ndarray, positions: np.ndarray):
     """World pose (rotations (J', 4), positions (J', 3)) of ``character`` from a world pose of
     the joints ``joint_names`` (joints matched by name; the rest keep their bind transform)."""
-    from kinema.serve.clip import character_pose_world
 
     rot, pos = character_pose_world(character, list(joint_names), rotations[None], positions[None])
     return rot[0], pos[0]
@@ -192,7 +197,6 @@ def demo_skin(db, path: Path | None = None) -> Skin | None:
 
 def bandai_available() -> bool:
     """Whether the Bandai walks for the styles mode are in the shared data folder."""
-    from kinema.data import shared_path
     return shared_path("bandai_namco", "dataset-1") is not None
 
 
@@ -202,7 +206,6 @@ class StyleDriver:
     facing. It keeps the poses it showed (30 fps) and their styles for the metrics."""
 
     def __init__(self, library, style: str) -> None:
-        from kinema.control.styles import StylePlayer
 
         self.library = library
         self.player = StylePlayer(library, style)
@@ -231,12 +234,11 @@ class StyleDriver:
 
     def step(self, direction: np.ndarray, dt: float) -> None:
         """Advance ``dt`` seconds, heading for the floor ``direction`` (3,)."""
-        from kinema.control.styles import FPS
 
         self.clock += dt
         heading = float(angles.yaw(direction))
-        while self.clock >= 1.0 / FPS - 1e-9:
-            self.clock -= 1.0 / FPS
+        while self.clock >= 1.0 / STYLE_FPS - 1e-9:
+            self.clock -= 1.0 / STYLE_FPS
             self.pose = self.player.step(heading)
             self.poses.append(self.pose[1])
             self.shown.append(self.player.style)
@@ -253,7 +255,6 @@ class StyleDriver:
 
     def segments(self) -> list[dict]:
         """Gait features of every style segment shown (after STYLE_SETTLE frames of blend)."""
-        from kinema.control.styles import style_gait_features
 
         poses, shown, out = np.asarray(self.poses), self.shown, []
         edges = [0] + [i for i in range(1, len(shown)) if shown[i] != shown[i - 1]] + [len(shown)]
@@ -283,8 +284,6 @@ class Locomotion:
 
     def __init__(self, controller, script=None, walk: bool = True, adjust: bool = True, character=None,
                  styles: StyleDriver | None = None, style_schedule=None, foot_lock: bool = True):
-        from kinema.control.footlock import FootLock
-        from kinema.control.trajectory import TrajectoryController
 
         self.ctl, self.script, self.walk, self.adjust = controller, script, walk, adjust
         self.character, self.styles, self.style_schedule = character, styles, style_schedule
@@ -328,7 +327,6 @@ class Locomotion:
         self.app = app
 
     def reset(self) -> None:
-        from kinema.control.trajectory import TrajectoryController
 
         self.ctl.reset(0)
         if self.styles is not None:
@@ -347,7 +345,6 @@ class Locomotion:
         if self.script is not None:
             s = self.script(self.t)
         else:
-            from kinema.engine import stick
             inp = self.app.input
             s = np.asarray(stick(inp), np.float64)
             for key, mode in SWITCH_KEYS.items():
@@ -518,7 +515,6 @@ def style_schedule(styles: list[str], every: int):
 def load_styles(args) -> tuple[StyleDriver | None, list[str]]:
     """The styles mode's driver (None when the Bandai walks are absent and not asked for)
     and the headless schedule's styles."""
-    from kinema.control.styles import DEFAULT_STYLES, StyleLibrary
 
     wanted = args.controller == "styles" or args.style is not None or args.styles is not None
     if not bandai_available():

@@ -23,7 +23,11 @@ import numpy as np
 import kinema.io
 from kinema.control.quadruped import DogController
 from kinema.data import optional_path
+from kinema.engine import stick
 from kinema.matching import quadruped as q
+from kinema.motion import Motion
+from kinema.serve import LiveClip, ServedClip
+from kinema.serve.clip import character_pose_world
 
 DESCRIPTION = "quadruped: MANN dog, motion matching with walk/pace/trot/canter, steering, paw locking"
 OUT, FRAMES, FPS = "out/demo_quadruped", 240, q.FPS
@@ -85,7 +89,6 @@ class DogProgram:
             for button, gait in PAD_BUTTONS.items():
                 if button in inp.gamepad_buttons:
                     self.gait = gait
-            from kinema.engine import stick
             s = stick(inp)
             if np.hypot(*s) > 0.1:
                 self.heading = math.degrees(math.atan2(s[0], s[1]))
@@ -103,7 +106,6 @@ class DogProgram:
         sk = self.c.db.skeleton
         drawn = False
         if self.character is not None:
-            from kinema.serve.clip import character_pose_world
             crot, cpos = character_pose_world(self.character, sk.names, rot[None], pos[None])
             renderer.draw_character(self.character, crot[0], cpos[0])
             drawn = True
@@ -177,8 +179,6 @@ def report(m: dict) -> str:
 def live_dog(db: q.Database, character=None, gait: str = "trot", heading: float = 0.0, lock: bool = True):
     """A :class:`kinema.serve.LiveClip` steering the dog from the browser: a gait dropdown
     and a heading slider (degrees about +Y, 0 = +Z)."""
-    from kinema.serve import LiveClip
-    from kinema.serve.clip import character_pose_world
 
     class LiveDog(LiveClip):
         def __init__(self) -> None:
@@ -207,8 +207,6 @@ def live_dog(db: q.Database, character=None, gait: str = "trot", heading: float 
 def served_clips(args: argparse.Namespace) -> list:
     """``kinema serve quadruped``: the dog steered live from the browser (gait, heading),
     then one recorded rollout per gait (``--frames`` each), the dog skinned."""
-    from kinema.motion import Motion
-    from kinema.serve import ServedClip
     db = q.build_database(q.default_paths())
     frames = args.frames or FRAMES
     character = _character()

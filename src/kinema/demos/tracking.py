@@ -23,6 +23,10 @@ import numpy as np
 import kinema.io
 from kinema.control import tracking as tp
 from kinema.data import optional_path, require_path
+from kinema.io.character_bin import load_character
+from kinema.motion import Motion
+from kinema.serve import ServedClip
+from kinema.serve.clip import character_pose
 
 DESCRIPTION = "three-point tracking: full body from head + wrists (held-out LaFAN1, learned MLP)"
 OUT, FRAMES, FPS = "out/demo_tracking", 300, tp.FPS
@@ -70,8 +74,6 @@ class TrackingProgram:
         self.errors: list[float] = []
         self.parents = np.asarray(result["motion"].parents)
         if character is not None:
-            from kinema.motion import Motion
-            from kinema.serve.clip import character_pose
             m = Motion.from_global(result["motion"].skeleton, tp.FPS, result["rotations"], result["positions"])
             self.char_pose = character_pose(character, m)
 
@@ -126,7 +128,6 @@ def _character():
                          instead="a procedural body")
     if path is None:
         return None
-    from kinema.io.character_bin import load_character
     return load_character(path)
 
 
@@ -150,8 +151,6 @@ def report(m: dict) -> str:
 
 def served_clips(args: argparse.Namespace) -> list:
     """``kinema serve tracking``: the prediction (skinned) with tracked points and the ground truth."""
-    from kinema.motion import Motion
-    from kinema.serve import ServedClip
     result = reconstruct(args)
     m = result["motion"]
     pred = Motion.from_global(m.skeleton, tp.FPS, result["rotations"], result["positions"], name="prediction")
