@@ -26,6 +26,14 @@ class PhaseTimer(Protocol):
     def add(self, name: str, phase: str, seconds: float) -> None: ...
 
 
+def _mark_leaving(component: Component) -> None:
+    """A started component stops (its on_stop runs at the flush); one never started is dropped."""
+    if component._state == STARTED:
+        component._state = STOPPING
+    elif component._state == ADDED:
+        component._state = DESTROYED
+
+
 class Scene:
     """Entities in a hierarchy with components; queries by name, tag and component type.
 
@@ -135,10 +143,7 @@ class Scene:
         for e in doomed:
             e.alive = False
             for c in e.components:
-                if c._state == STARTED:
-                    c._state = STOPPING
-                elif c._state == ADDED:
-                    c._state = DESTROYED
+                _mark_leaving(c)
         self._pending_entities.append(entity)
         if not self._busy:
             self.flush()
@@ -162,10 +167,7 @@ class Scene:
     def _remove_component(self, component: Component) -> None:
         if component._state == DESTROYED:
             return
-        if component._state == STARTED:
-            component._state = STOPPING
-        elif component._state == ADDED:
-            component._state = DESTROYED
+        _mark_leaving(component)
         self._pending_components.append(component)
         if not self._busy:
             self.flush()

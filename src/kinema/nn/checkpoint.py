@@ -243,6 +243,16 @@ def _tensors(path: Path) -> dict[str, torch.Tensor]:
                               f"truncated?): {e}") from e
 
 
+def _kinema_header(path: Path, limits: Limits) -> tuple[dict, dict]:
+    """(decoded metadata, tensor shapes) of a kinema checkpoint; CheckpointError names any
+    other safetensors file."""
+    raw, shapes = _header(path, limits)
+    if raw.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: not a kinema checkpoint (format {raw.get('format')!r}, "
+                              f"expected {FORMAT!r})")
+    return _decode_header(path, raw, limits), shapes
+
+
 def read_metadata(path: str | Path, require: tuple[str, ...] = (), limits: Limits = DEFAULT) -> dict[str, Any]:
     """The decoded JSON header of a checkpoint (without building the model or reading
     its tensors).
@@ -252,11 +262,7 @@ def read_metadata(path: str | Path, require: tuple[str, ...] = (), limits: Limit
             command that needs the training config); CheckpointError names a missing one.
     """
     path = Path(path)
-    metadata, _ = _header(path, limits)
-    if metadata.get("format") != FORMAT:
-        raise CheckpointError(f"{path}: not a kinema checkpoint (format {metadata.get('format')!r}, "
-                              f"expected {FORMAT!r})")
-    meta = _decode_header(path, metadata, limits)
+    meta, _ = _kinema_header(path, limits)
     for key in require:
         if not isinstance(meta.get(key), dict):
             raise CheckpointError(f"{path}: checkpoint metadata {key!r} is "
@@ -344,11 +350,7 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu",
     :class:`kinema.errors.LimitError`, also a CheckpointError) sizes over ``limits``.
     """
     path = Path(path)
-    raw, shapes = _header(path, limits)
-    if raw.get("format") != FORMAT:
-        raise CheckpointError(f"{path}: not a kinema checkpoint (format {raw.get('format')!r}, "
-                              f"expected {FORMAT!r})")
-    meta = _decode_header(path, raw, limits)
+    meta, shapes = _kinema_header(path, limits)
     model_shapes = {k[len("model."):]: v for k, v in shapes.items() if k.startswith("model.")}
     model = build_model(meta["architecture"], path, limits, model_shapes)
     tensors = _tensors(path)
