@@ -15,9 +15,16 @@ REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "configs" / "retrieval_tiny.toml"
 
 
+def _sigint_default() -> None:
+    # a child inherits an ignored SIGINT (pytest-xdist's workers ignore it), and Python then
+    # installs no KeyboardInterrupt handler: restore the default a terminal gives a user
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _train(*args, **kw):
     return subprocess.Popen([sys.executable, "-m", "kinema.cli", "train", str(CONFIG), *map(str, args)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_sigint_default, **kw)
 
 
 def test_ctrl_c_saves_one_line_then_resume_writes_the_loss_curve(tmp_path):
