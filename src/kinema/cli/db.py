@@ -32,6 +32,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     i.add_argument("--json", action="store_true", help="print JSON")
 
 
+def _return_freed_memory() -> None:
+    """Have glibc's malloc serve every block of 1 MiB or more with its own mapping (returned
+    to the system when freed) for the rest of this process. By default the threshold rises
+    to the size of the largest block freed, so the per-clip temporaries and parts a build
+    frees stay in the process as heap and its peak grew by about the database's size again
+    (LaFAN1 with mirrors: 466 MB peak instead of 349 MB). No-op without glibc."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        mallopt = getattr(libc, "mallopt", None)
+    except OSError:
+        return
+    if mallopt is not None:
+        mallopt(-3, 1 << 20)        # M_MMAP_THRESHOLD (fixed from now on)
+
+
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
@@ -49,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
         config = DatabaseConfig.resolve(args.config)
         if args.trim_calibration:
             config = replace(config, trim_calibration=True)
+        _return_freed_memory()
         db = build_from_paths(paths, config, mirror=args.mirror, progress=not args.quiet)
         path = db.save(args.output)
         cut = [s.get("calibration_frames", 0) for s in db.sources]

@@ -30,11 +30,10 @@ database relabelled with another fingerprint or config is refused.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import zipfile
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -356,7 +355,7 @@ class Database:
 
     def save(self, path: str | Path) -> Path:
         """Write ``path`` (.npz, no pickle) atomically; returns the path."""
-        from kinema.io.atomic import write_bytes
+        from kinema.io.atomic import open_atomic
         path = Path(path)
         arrays = {k: np.ascontiguousarray(v) for k, v in self._arrays().items()}
         meta = {
@@ -370,10 +369,9 @@ class Database:
         }
         meta["integrity_sha256"] = _integrity_hash(meta)
         arrays["metadata"] = np.frombuffer(json.dumps(meta).encode("utf-8"), np.uint8)
-        buf = io.BytesIO()
-        np.savez(buf, **arrays)
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_bytes(path, buf.getvalue())
+        with open_atomic(path) as f:     # streamed into the file: no in-memory copy of the npz
+            np.savez(f, **arrays)
         return path
 
     @classmethod
@@ -494,7 +492,7 @@ def _content_hash(arrays: dict[str, np.ndarray]) -> str:
     for name in sorted(arrays):
         a = np.ascontiguousarray(arrays[name])
         h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
-        h.update(a.tobytes())
+        h.update(memoryview(a.reshape(-1)).cast("B"))   # the bytes of tobytes(), without a copy
     return h.hexdigest()
 
 
@@ -523,20 +521,25 @@ def build_database(sources: Iterable[Source | object], config: DatabaseConfig | 
     """
     from tqdm import tqdm
     config = DatabaseConfig.resolve(config)
-    srcs = [s if isinstance(s, Source) else source_from_motion(s) for s in sources]
-    if not srcs:
-        raise KinemaError("build_database needs at least one motion")
-    first = srcs[0].motion.skeleton
+    total = len(sources) if isinstance(sources, Sized) else None
+    # Streaming: each source's motion is used once and let go (a generator of sources is
+    # consumed one at a time), and the clip rows are copied into the final arrays part by
+    # part, each part freed as it is copied; so the peak is about one database.
+    ids: list[Source] = []          # name and digest of every source (its motion dropped)
+    first = None
     parts, names, mirrored, trimmed = [], [], [], []
-    for s in tqdm(srcs, desc="database", unit="clip", disable=not progress):
+    for s in tqdm(sources, total=total, desc="database", unit="clip", disable=not progress):
+        s = s if isinstance(s, Source) else source_from_motion(s)
         m = s.motion
+        if first is None:
+            first, first_name = m.skeleton, s.name
         if not first.same_topology(m.skeleton) and sorted(m.joint_names) == sorted(first.names):
             try:  # the same skeleton with its joints listed in another order
                 m = m.reorder(first.names)
             except SkeletonError:
                 pass
         if not first.same_topology(m.skeleton):
-            raise KinemaError(f"clip {s.name!r}: its skeleton differs from {srcs[0].name!r} "
+            raise KinemaError(f"clip {s.name!r}: its skeleton differs from {first_name!r} "
                               "(a database holds one skeleton)")
         if config.trim_calibration:
             cut = calibration_frames(m)
@@ -551,22 +554,47 @@ def build_database(sources: Iterable[Source | object], config: DatabaseConfig | 
             parts.append(clip_rows(mv, config))
             names.append(s.name + ("_mirror" if is_mirror else ""))
             mirrored.append(is_mirror)
+        ids.append(Source(None, s.name, s.digest))
+        del s, m, mv, variants
+    if not ids:
+        raise KinemaError("build_database needs at least one motion")
     lengths = np.array([len(p["pose"]) for p in parts], np.int64)
     stops = np.cumsum(lengths)
     ranges = np.stack([stops - lengths, stops], axis=1)
-    cat = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    cat = _concatenate_freeing(parts)
     layout = feature_layout(config)
     mean, scale = normalisation(cat["raw_features"], layout)
-    feats = ((cat["raw_features"] - mean) / scale).astype(np.float32)
+    feats = cat["raw_features"] - mean
+    feats /= scale
     return Database(
-        features=feats, feature_mean=mean, feature_scale=scale, raw_features=cat["raw_features"],
+        features=feats.astype(np.float32, copy=False), feature_mean=mean, feature_scale=scale,
+        raw_features=cat["raw_features"],
         pose=cat["pose"], contacts=cat["contacts"], root_positions=cat["root_positions"],
         root_directions=cat["root_directions"], ranges=ranges, clip_names=names,
         clip_mirrored=np.array(mirrored, bool), joint_names=list(first.names),
         parents=np.asarray(first.parents, np.int64), offsets=np.asarray(first.offsets, np.float32),
-        fps=float(config.fps), config=config, mirror=bool(mirror), fingerprint=fingerprint(config, mirror, srcs),
+        fps=float(config.fps), config=config, mirror=bool(mirror), fingerprint=fingerprint(config, mirror, ids),
         sources=[{"name": s.name, "sha256": s.digest, **({"calibration_frames": trimmed[i]} if trimmed else {})}
-                 for i, s in enumerate(srcs)])
+                 for i, s in enumerate(ids)])
+
+
+def _concatenate_freeing(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """``{key: concatenate([p[key] for p in parts])}``, each part's array dropped once it
+    is copied: the output's pages are first written as the parts go, so the two never
+    both exist in full (``parts`` is emptied)."""
+    out = {}
+    for key in list(parts[0]):
+        first = parts[0][key]
+        arr = np.empty((sum(len(p[key]) for p in parts),) + first.shape[1:], first.dtype)
+        row = 0
+        for p in parts:
+            a = p.pop(key)
+            arr[row:row + len(a)] = a
+            row += len(a)
+            del a
+        out[key] = arr
+    parts.clear()
+    return out
 
 
 def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
@@ -590,10 +618,22 @@ def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
 def build_from_paths(paths: Iterable[str | Path], config: DatabaseConfig | str | Path | None = None,
                      mirror: bool = False, progress: bool = True, **load_options) -> Database:
     """Load every motion file under ``paths`` and build a database (see :func:`build_database`)."""
-    from tqdm import tqdm
     files = expand_paths(paths)
     if not files:
         raise KinemaError("no motion files found in the given paths")
-    srcs = [source_from_file(f, **load_options) for f in tqdm(files, desc="loading", unit="file",
-                                                               disable=not progress)]
-    return build_database(srcs, config, mirror=mirror, progress=progress)
+    return build_database(_Sources(files, load_options), config, mirror=mirror, progress=progress)
+
+
+class _Sources:
+    """The files' :class:`Source` items, each loaded when it is reached (a sized iterable,
+    so the progress bar knows the total): one motion in memory at a time."""
+
+    def __init__(self, files: list[Path], load_options: dict):
+        self.files, self.load_options = files, load_options
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __iter__(self):
+        for f in self.files:
+            yield source_from_file(f, **self.load_options)
