@@ -17,7 +17,7 @@ import numpy as np
 
 from kinema.control.footlock import FootLock
 from kinema.control.retrieval.sequences import PoseNormaliser
-from kinema.features.root import yaw_rotate
+from kinema.features.root import yaw_quaternions, yaw_rotate
 from kinema.matching.database import Database
 from kinema.maths import quat
 
@@ -176,8 +176,6 @@ def locked_world_toes(db: Database, poses: np.ndarray, root_pos: np.ndarray, roo
     ``config.contact_speed`` m/s, and height below ``config.contact_height`` when set)."""
     roles, cfg, fps = db.roles, db.config, db.fps
     toes = [roles["left_toe"], roles["right_toe"]]
-    lay = {name: (a, b) for name, a, b in db.pose_layout}
-    j = db.num_joints
     pw = world_positions(joint_positions(db, poses).astype(np.float64), root_pos, root_dir)   # (W, H, J, 3)
     if contacts is not None:
         contact = np.asarray(contacts, bool)
@@ -187,10 +185,8 @@ def locked_world_toes(db: Database, poses: np.ndarray, root_pos: np.ndarray, roo
         contact[:, 0] = False   # no speed yet on a window's first frame
         if cfg.contact_height is not None:
             contact &= pw[:, :, toes, 1] < cfg.contact_height
-    a, b = lay["joint_rotations_6d"]
-    yaw = np.arctan2(root_dir[..., 0], root_dir[..., 2])
-    ry = np.stack([np.cos(yaw / 2), 0 * yaw, np.sin(yaw / 2), 0 * yaw], -1)              # (W, H, 4)
-    rot = quat.mul(ry[:, :, None], quat.from_6d(poses[..., a:b].reshape(poses.shape[:2] + (j, 6)).astype(np.float64)))
+    local = poses[..., pose_slice(db, "joint_rotations_6d")].reshape(poses.shape[:2] + (db.num_joints, 6))
+    rot = quat.mul(yaw_quaternions(root_dir)[:, :, None], quat.from_6d(local.astype(np.float64)))   # (W, H, J, 4)
     out = np.empty(pw.shape[:2] + (2, 3))
     for w in range(len(poses)):
         lock = FootLock(db.parents, [roles["left_foot"], roles["right_foot"]], toes)
