@@ -116,3 +116,45 @@ def sample_path(*parts: str) -> Path:
     if not path.exists():
         raise FileNotFoundError(f"bundled sample file not found: {path}")
     return path
+
+
+PREFIXES = ("shared:", "sample:")
+
+
+def expand_data_pattern(pattern: str) -> list[Path]:
+    """The paths a command-line ``pattern`` names: a ``shared:REL`` or ``sample:REL`` prefix
+    resolves in the shared data folder or the bundled sample (whatever the current folder),
+    and a glob (``*``, ``?``, ``[``) expands, sorted; anything else is the path itself.
+
+    Raises:
+        MissingFileError: ``shared:`` without a shared data folder (naming where kinema
+            looked), or a glob that matches nothing.
+    """
+    import glob
+
+    root: Path | None = None
+    if pattern.startswith("shared:"):
+        root = shared_root()
+        if root is None:
+            raise MissingFileError(f"{pattern}: no shared data folder ({searched()}); {HINT}")
+    elif pattern.startswith("sample:"):
+        root = sample_root()
+    rel = pattern.split(":", 1)[1] if root is not None else pattern
+    full = str(root / rel) if root is not None else rel
+    if not glob.has_magic(full):
+        return [Path(full)]
+    hits = sorted(Path(p) for p in glob.glob(full))
+    if not hits:
+        raise MissingFileError(f"{pattern}: no file matches" + (f" under {root}" if root is not None else ""))
+    return hits
+
+
+def data_relative(path: str | Path) -> str:
+    """``path`` as a command line writes it independent of the current folder:
+    ``shared:REL`` inside the shared data folder, ``sample:REL`` inside the bundled sample,
+    else the absolute path (a glob in ``path`` is kept)."""
+    full = Path(path).expanduser().resolve()
+    for prefix, root in (("shared:", shared_root()), ("sample:", sample_root())):
+        if root is not None and full.is_relative_to(root):
+            return prefix + full.relative_to(root).as_posix()
+    return str(full)

@@ -2,6 +2,8 @@
 leakage exclusion, candidate payloads in the current root space, refresh schedule, joystick."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -160,6 +162,37 @@ def test_fingerprint_is_the_db_build_fingerprint(db, sample_data, tmp_path):
     fewer = build_clips([sample_data / "games105" / f"{c}.bvh" for c in CLIPS[:-1]],
                         DatabaseConfig.preset("games105"), True)
     assert fewer.fingerprint != db.fingerprint
+
+
+def test_the_cards_rebuild_command_is_data_root_relative(db, sample_data, tmp_path, monkeypatch):
+    """The card's ``kinema db build`` command names clips relative to the data roots, not the
+    current folder: run from another folder it rebuilds the training database (same
+    fingerprint), for ``sample:`` patterns and for absolute paths inside ``KINEMA_DATA``."""
+    import shlex
+
+    from kinema.cli.main import main
+    from kinema.control.retrieval.training import db_build_command, load_config
+    from kinema.matching.database import Database
+
+    shared = tmp_path / "data"
+    (shared / "games105").mkdir(parents=True)
+    for c in [*CLIPS, "walk60"]:
+        (shared / "games105" / f"{c}.bvh").write_bytes((sample_data / "games105" / f"{c}.bvh").read_bytes())
+    monkeypatch.setenv("KINEMA_DATA", str(shared))
+    cfg = load_config(Path(__file__).parents[2] / "configs" / "retrieval_tiny.toml")
+    absolute = {**cfg, "data": {**cfg["data"], "clips": [str(shared / "games105" / "*.bvh")]}}
+    relative = {**cfg, "data": {**cfg["data"], "clips": ["games105/*.bvh"], "base": str(shared)}}
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    for c, needle in ((cfg, " sample:games105/idle.bvh "), (absolute, "'shared:games105/*.bvh'"),
+                      (relative, "'shared:games105/*.bvh'")):
+        cmd = db_build_command(c)
+        assert needle in cmd and str(tmp_path) not in cmd and "--exclude walk60" in cmd, cmd
+        argv = shlex.split(cmd)
+        assert argv[:3] == ["kinema", "db", "build"] and argv[-2:] == ["-o", "DB.npz"]
+        assert main([*argv[1:-1], str(tmp_path / "rebuilt.npz"), "--quiet"]) == 0
+        assert Database.load(tmp_path / "rebuilt.npz").fingerprint == db.fingerprint
 
 
 def test_group_exclusion_keeps_a_query_out_of_its_whole_group(db, retriever):

@@ -16,7 +16,10 @@ HELP = "build or inspect a motion-matching database"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="db_command", metavar="{build,info}")
     b = sub.add_parser("build", help="build a database from motion files or folders")
-    b.add_argument("paths", nargs="+", help="motion files or folders (searched recursively)")
+    b.add_argument("paths", nargs="+",
+                   help="motion files or folders (searched recursively); 'shared:REL' and 'sample:REL' name "
+                        "them in the shared data folder (KINEMA_DATA or kinema --data) or the bundled sample, "
+                        "and quoted globs ('shared:lafan1/*.bvh') expand")
     b.add_argument("-o", "--output", required=True, help="database file to write (.npz)")
     b.add_argument("--config", default="lafan1",
                    help="skeleton config: preset 'lafan1', 'bandai' or 'games105', or a JSON file (default lafan1)")
@@ -54,11 +57,12 @@ def _return_freed_memory() -> None:
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
+    from kinema.data import expand_data_pattern
     from kinema.matching.config import DatabaseConfig
     from kinema.matching.database import Database, build_from_paths, expand_paths
     if args.db_command == "build":
         t0 = time.perf_counter()
-        paths = expand_paths(args.paths)
+        paths = expand_paths([p for pat in args.paths for p in expand_data_pattern(pat)])
         if args.exclude:
             unknown = sorted(set(args.exclude) - {p.stem for p in paths})
             if unknown:

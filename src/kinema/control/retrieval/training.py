@@ -221,24 +221,22 @@ def build_databases(cfg: dict) -> tuple[Database, Database]:
 
 
 def db_build_command(cfg: dict) -> str:
-    """The ``kinema db build`` command that rebuilds the training database of ``cfg`` (its clip
-    patterns relative to the working directory, the validation clips excluded)."""
-    import os
+    """The ``kinema db build`` command that rebuilds the training database of ``cfg``, the
+    validation and test clips excluded; its clip patterns are relative to the data roots
+    (``shared:``/``sample:``, see :func:`kinema.data.data_relative`), so it runs from any
+    folder (with ``KINEMA_DATA`` or ``kinema --data`` naming the shared data)."""
+    import shlex
 
-    from kinema.data import sample_root, shared_root
+    from kinema.data import PREFIXES, data_relative
 
     data = cfg["data"]
-    pats = []
-    for pat in data["clips"]:
-        for prefix, root in (("sample:", sample_root), ("shared:", shared_root)):
-            if pat.startswith(prefix):
-                pat = str(Path(root() or prefix) / pat[len(prefix):])
-        path = Path(pat) if Path(pat).is_absolute() else Path(data.get("base", ".")) / pat
-        pats.append(os.path.relpath(path, Path.cwd()))
+    pats = [pat if pat.startswith(PREFIXES) else data_relative(Path(data.get("base", ".")) / pat)
+            for pat in data["clips"]]
     spec = data.get("database", "lafan1")
     held = sorted(set(data.get("validation", [])) | set(data.get("test", [])))
     exclude = " --exclude " + " ".join(held) if held else ""
-    return (f"kinema db build {' '.join(pats)}{exclude} --config {spec if isinstance(spec, str) else 'CONFIG.json'}"
+    return (f"kinema db build {' '.join(shlex.quote(p) for p in pats)}{exclude} "
+            f"--config {spec if isinstance(spec, str) else 'CONFIG.json'}"
             + (" --mirror" if data.get("mirror", True) else "") + " -o DB.npz")
 
 
