@@ -233,3 +233,97 @@ def test_energy_loss_charges_damping_not_phase(games105_db):
     assert float(energy_loss(db, late, t)) < 0.05
     assert float(energy_loss(db, damped, t)) > 4 * float(energy_loss(db, late, t)) + 0.05
     assert float(energy_loss(db, frozen, t)) > float(energy_loss(db, damped, t))
+
+
+def test_accel_loss_charges_jitter_not_phase(games105_db):
+    """The training's acceleration term (``train.accel_weight``): 0 for the truth, small for
+    the truth 20 frames late, large for the truth with a 1-cm frame-to-frame jitter on every
+    joint (what a rollout whose accel_ratio is 2.6 looks like), and larger for more jitter."""
+    import torch
+
+    from kinema.control.retrieval.metrics import pose_slice
+    from kinema.control.retrieval.training import accel_loss
+
+    db = games105_db
+    rows, true, _, _ = _windows(db, 60, 40)
+    t = torch.as_tensor(true)
+    late = torch.as_tensor(db.pose[rows - 20])
+    sign = torch.as_tensor((-1.0) ** np.arange(true.shape[1]), dtype=t.dtype)[None, :, None]
+
+    def jitter(cm: float) -> torch.Tensor:
+        out = t.clone()
+        out[..., pose_slice(db, "joint_positions")] += 0.01 * cm * sign
+        return out
+
+    assert float(accel_loss(db, t, t)) == 0.0
+    assert float(accel_loss(db, late, t)) < 0.1
+    assert float(accel_loss(db, jitter(1.0), t)) > 0.5
+    assert float(accel_loss(db, jitter(2.0), t)) > float(accel_loss(db, jitter(1.0), t))
+
+
+def test_skate_loss_on_own_contacts_charges_a_sliding_root(games105_db):
+    """``skate_on = "own"``: the frames with a toe on the floor are those of the predicted
+    pose itself (what the skating metric reads), so a rollout is charged for sliding its
+    planted toes even out of phase with the truth: the truth pays little, the truth with
+    15 cm/s more root speed pays much more, and the contacts carry no gradient (lifting a
+    toe is not a way out)."""
+    import torch
+
+    from kinema.control.retrieval.metrics import floor_height, pose_slice
+    from kinema.control.retrieval.training import own_contacts, skate_loss
+
+    db = games105_db
+    floor = floor_height(db)
+    rows, true, _, _ = _windows(db, 60, 10)
+    t = torch.tensor(true, dtype=torch.float64, requires_grad=True)
+    on = own_contacts(db, t, floor)
+    assert not on.requires_grad and 0.1 < float(on.mean()) < 0.9
+    slide = t.detach().clone()
+    slide[..., pose_slice(db, "root_velocity").start + 2] += 0.15
+    base = float(skate_loss(db, t, on))
+    slid = float(skate_loss(db, slide, own_contacts(db, slide, floor)))
+    assert slid > base + 0.04   # (15 cm/s = 0.25 cm/frame)^2 = 0.0625 on the planted frames
+
+
+def test_planted_root_keeps_planted_toes_still(games105_db):
+    """Planted-foot root motion (:class:`kinema.control.retrieval.rollout.RootMover`): real
+    poses whose root motion is 15 cm/s too fast slide their stance toe (the stiller of the
+    toes on the floor, both this frame and the one before) by about that much under the
+    pose's own root motion, and by a few cm/s at most with the planted rule (both toes down:
+    they share the pin); a root teleported by more than PLANT_REACH stays where it was put."""
+    from kinema.control.planted import PLANT_REACH
+    from kinema.control.retrieval.metrics import floor_height, pose_slice
+    from kinema.control.retrieval.rollout import RootMover, toe_positions
+    from kinema.features.root import yaw_rotate
+
+    db = games105_db
+    floor = floor_height(db)
+    rows, true, tp, td = _windows(db, 60, 10)
+    fast = true.copy()
+    fast[..., pose_slice(db, "root_velocity").start + 2] += 0.15
+
+    def stance_speed(planted):
+        """Mean speed (cm/s) of the stiller down toe over the frames with a toe down."""
+        mover = RootMover(db, planted)
+        pos, dirs = tp[:, 0].copy(), td[:, 0].copy()
+        mover.start(fast[:, 0], pos, dirs)
+        prev = yaw_rotate(dirs[:, None], toe_positions(db, fast[:, 0])) + pos[:, None]
+        speeds = []
+        for h in range(1, fast.shape[1]):
+            pos, dirs = mover(pos, dirs, fast[:, h])
+            toes = yaw_rotate(dirs[:, None], toe_positions(db, fast[:, h])) + pos[:, None]
+            down = (toes[..., 1] < floor) & (prev[..., 1] < floor)
+            speed = np.linalg.norm((toes - prev)[..., [0, 2]], axis=-1) * db.fps * 100.0
+            speeds += list(np.where(down, speed, np.inf).min(1)[down.any(1)])
+            prev = toes
+        assert len(speeds) > 30
+        return float(np.mean(speeds))
+
+    assert stance_speed(None) > 12.0
+    assert stance_speed(floor) < 5.0
+    # a teleport is not undone
+    mover = RootMover(db, floor)
+    mover.start(fast[:, 0], tp[:, 0], td[:, 0])
+    jump = tp[:, 0] + np.array([2 * PLANT_REACH, 0.0, 0.0])
+    pos, _ = mover(jump, td[:, 0], fast[:, 1])
+    assert np.all(np.linalg.norm((pos - jump)[:, [0, 2]], axis=-1) < 0.1)   # one frame of its own motion

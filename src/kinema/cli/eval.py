@@ -36,6 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--foot-lock", action="store_true",
                         help="also score every method's foot skating after the runtime foot lock, applied the same "
                              "way to each (contacts detected from its own motion); the contact targets then read it")
+    parser.add_argument("--planted", action="store_true",
+                        help="move every free-running method's root by the planted-foot rule (toes on the floor "
+                             "stay put; kinema.control.planted), the same way for all")
     parser.add_argument("--plot", metavar="PNG", help="also draw the per-frame free-running joint error of the "
                                                      "model and every baseline into this PNG")
     parser.add_argument("--json", action="store_true", help="print the full result as JSON")
@@ -87,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
     result = evaluate(args.checkpoint, args.db, clips, frames=args.frames, context=args.context, stride=args.stride,
                       baseline=args.baseline, max_windows=args.max_windows,
                       mirror=args.mirror, stability_frames=args.stability, rigid=not args.raw_positions,
-                      scenarios=args.scenarios, scenario_frames=args.scenario_frames, foot_lock=args.foot_lock)
+                      scenarios=args.scenarios, scenario_frames=args.scenario_frames, foot_lock=args.foot_lock,
+                      planted=args.planted)
     result["command"] = "kinema eval " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["eval"] else None
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1))

@@ -30,9 +30,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from kinema.control.retrieval.metrics import joint_positions
+from kinema.control.retrieval.metrics import floor_height, joint_positions
 from kinema.control.retrieval.pose import rigid_pose
-from kinema.control.retrieval.rollout import CandidateStream, integrate_root, query, root_motion
+from kinema.control.retrieval.rollout import CandidateStream, RootMover, query
 from kinema.control.retrieval.sequences import PoseNormaliser, Retriever
 from kinema.errors import KinemaError
 from kinema.features.root import yaw_rotate
@@ -78,6 +78,10 @@ class RetrievalCrowd:
             (:func:`kinema.control.retrieval.pose.rigid_pose`): no drawn pose can stretch a
             bone (False: draw the network's positions as predicted).
         phase: (B,) search offsets in frames (None: 0 for all; see the module docstring).
+        planted: move each root so that its toes on the floor stay put (planted-foot root
+            motion, :func:`kinema.control.planted.planted_root`, floor height
+            :func:`kinema.control.retrieval.metrics.floor_height`), after the pose's own
+            root motion; False: the pose's root motion alone.
 
     State (numpy, one row per character): ``poses`` (B, P) raw pose vectors, ``root_pos``
     and ``root_dir`` (B, 3) float32 roots on the floor, ``contacts`` (B, 2) toe contacts.
@@ -85,7 +89,7 @@ class RetrievalCrowd:
 
     def __init__(self, checkpoint: str | Path, db: Database, batch: int = 1, baseline: str | Path | None = None,
                  start_row: int | np.ndarray = 0, mode: str = "retrieval", rigid: bool = True,
-                 phase: np.ndarray | None = None):
+                 phase: np.ndarray | None = None, planted: bool = False):
         if batch < 1:
             raise KinemaError(f"a crowd needs at least one character, got batch={batch}")
         self.model, meta = load_checkpoint(checkpoint)
@@ -104,6 +108,7 @@ class RetrievalCrowd:
             raise KinemaError(f"unknown controller mode {mode!r}; choose from {MODES}")
         self.mode = mode
         self.rigid = rigid
+        self.planted = floor_height(db) if planted else None
         self.reset(start_row, phase=phase)
 
     def reset(self, row: int | np.ndarray = 0, position=(0.0, 0.0, 0.0), direction=(0.0, 0.0, 1.0),
@@ -127,6 +132,8 @@ class RetrievalCrowd:
         self.played = None
         self.since = np.zeros(b, np.int64)
         self.contacts = np.zeros((b, 2), np.float32)
+        self.mover = RootMover(self.db, self.planted)
+        self.mover.start(self.poses, self.root_pos, self.root_dir)
 
     def set_mode(self, mode: str) -> None:
         if mode not in MODES:
@@ -172,8 +179,7 @@ class RetrievalCrowd:
             raise KinemaError(f"the {self.mode} controller produced a non-finite pose at frame {self.frame} "
                               f"(characters {np.flatnonzero(bad).tolist()[:8]})")
         self.poses = new
-        self.root_pos, self.root_dir = integrate_root(self.root_pos, self.root_dir, root_motion(self.db, new),
-                                                      self.db.fps)
+        self.root_pos, self.root_dir = self.mover(self.root_pos, self.root_dir, new)
         self.frame += 1
         return new
 
@@ -196,6 +202,7 @@ class RetrievalCrowd:
         yaw = yaw + a * ((want - yaw + np.pi) % (2 * np.pi) - np.pi)
         self.root_pos[:] = pos.astype(np.float32)
         self.root_dir[:] = np.stack([np.sin(yaw), np.zeros_like(yaw), np.cos(yaw)], -1).astype(np.float32)
+        self.mover.start(self.poses, self.root_pos, self.root_dir)   # the toes as now drawn
 
     def world_pose(self) -> tuple[np.ndarray, np.ndarray]:
         """World poses (rotations (B, J, 4), positions (B, J, 3)) of the current pose vectors."""
@@ -214,8 +221,10 @@ class RetrievalController:
     """
 
     def __init__(self, checkpoint: str | Path, db: Database, baseline: str | Path | None = None,
-                 start_row: int = 0, mode: str = "retrieval", rigid: bool = True, phase: int = 0):
-        self.crowd = RetrievalCrowd(checkpoint, db, 1, baseline, start_row, mode, rigid, phase=np.array([phase]))
+                 start_row: int = 0, mode: str = "retrieval", rigid: bool = True, phase: int = 0,
+                 planted: bool = False):
+        self.crowd = RetrievalCrowd(checkpoint, db, 1, baseline, start_row, mode, rigid, phase=np.array([phase]),
+                                    planted=planted)
 
     def __getattr__(self, name: str):
         # model, base, db, norm, retriever, mode, rigid, state, base_state, frame, stream: the crowd's

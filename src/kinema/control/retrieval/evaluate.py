@@ -53,6 +53,7 @@ import torch
 
 from kinema.control.inertialize import PoseState
 from kinema.control.matching import MatchingConfig, MotionMatchingController, row_pose_state
+from kinema.control.planted import planted_root
 from kinema.control.retrieval.metrics import (
     floor_height,
     frechet,
@@ -62,9 +63,16 @@ from kinema.control.retrieval.metrics import (
     summary,
     window_metrics,
 )
-from kinema.control.retrieval.rollout import control_at, playback_rollout, rollout, teacher_forced_candidates
+from kinema.control.retrieval.rollout import (
+    control_at,
+    playback_rollout,
+    rollout,
+    teacher_forced_candidates,
+    toe_positions,
+)
 from kinema.control.retrieval.sequences import PoseNormaliser, RandomRetriever, Retriever
 from kinema.errors import KinemaError
+from kinema.features.root import yaw_rotate
 from kinema.matching.database import Database
 from kinema.maths import quat
 from kinema.nn.checkpoint import load_checkpoint, read_metadata
@@ -88,7 +96,7 @@ def horizon_table(with_m: dict, others: dict[str, dict], frames: int, seed: int 
 
 @torch.no_grad()
 def stability(model, retriever: Retriever, source: Database, db: Database, frames: int, context: int,
-              exclude: np.ndarray | None, windows: int = 4, rigid: bool = False) -> dict:
+              exclude: np.ndarray | None, windows: int = 4, rigid: bool = False, planted: float | None = None) -> dict:
     """Long free-running rollouts (``frames`` frames, e.g. 1200 = 20 s) from up to
     ``windows`` starts spread over the clips: whether every output is finite, the largest
     per-frame joint error, and the mean joint error of the first and the last 300 frames
@@ -100,7 +108,7 @@ def stability(model, retriever: Retriever, source: Database, db: Database, frame
         raise KinemaError(f"stability: no evaluation clip is long enough for {context} + {frames} frames "
                           f"(the longest has {longest}); ask for fewer frames")
     starts = starts[np.linspace(0, len(starts) - 1, min(windows, len(starts))).astype(int)]
-    r = rollout(model, retriever, source, starts, context, frames, exclude=exclude, rigid=rigid)
+    r = rollout(model, retriever, source, starts, context, frames, exclude=exclude, rigid=rigid, planted=planted)
     pred = retriever.norm.denormalise(r.pose.numpy())
     err = np.linalg.norm(joint_positions(db, pred) - joint_positions(db, source.pose[r.rows]), axis=-1).mean(-1) * 100
     chunk = min(300, frames // 2)
@@ -192,15 +200,17 @@ def _nearest_tf(retriever: Retriever, source: Database, rows: np.ndarray, exclud
 
 
 def matching_rollout(db: Database, source: Database, starts: np.ndarray, context: int, horizon: int,
-                     exclude: np.ndarray | None = None, config: MatchingConfig | None = None
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                     exclude: np.ndarray | None = None, config: MatchingConfig | None = None,
+                     planted: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The runtime motion-matching controller (:class:`MotionMatchingController`, with
     inertialization and its transition rule) driven like :func:`rollout`: it starts from
     the true pose of each window's last context row (inertialized into the best match),
     then every frame follows the clip's future root re-expressed relative to its own root.
     Returns raw pose vectors (B, H, P) (root-space positions, rotations and velocities
     as inertialized), root positions and directions (B, H, 3), and the toe contact labels
-    (B, H, 2) of the rows played (what its runtime foot lock reads)."""
+    (B, H, 2) of the rows played (what its runtime foot lock reads). ``planted``: toe floor
+    height (m) of the planted-foot root correction applied after each of its steps, as for
+    the networks (:func:`kinema.control.planted.planted_root`)."""
     lay = {name: (a, b) for name, a, b in db.pose_layout}
     out = np.empty((len(starts), horizon, db.pose_width), np.float32)
     rps = np.empty((len(starts), horizon, 3), np.float32)
@@ -215,6 +225,8 @@ def matching_rollout(db: Database, source: Database, starts: np.ndarray, context
                            source.root_directions[last:last + 1])[0]
         ctl.start_from(row_pose_state(source, last), source.raw_features[last], first,
                        source.root_positions[last], source.root_directions[last], clips)
+        toes = yaw_rotate(source.root_directions[last], toe_positions(source, source.pose[last:last + 1])[0]) \
+            + source.root_positions[last]
         for h in range(horizon):
             row = last + h
             req = control_at(source, np.array([row]), ctl.root_position[None].astype(np.float32),
@@ -224,6 +236,10 @@ def matching_rollout(db: Database, source: Database, starts: np.ndarray, context
             pose[slice(*lay["joint_positions"])] = state.positions.reshape(-1)
             pose[slice(*lay["joint_rotations_6d"])] = quat.to_6d(state.rotations).reshape(-1)
             pose[slice(*lay["joint_velocities"])] = state.velocities.reshape(-1)
+            if planted is not None:
+                pos, toes = planted_root(ctl.root_position[None], ctl.root_direction[None],
+                                         toe_positions(db, pose[None]), toes[None], planted)
+                ctl.root_position, toes = pos[0].astype(np.float64), toes[0]
             out[w, h] = pose
             rps[w, h], rds[w, h] = ctl.root_position, ctl.root_direction
             contacts[w, h] = db.contacts[ctl.frame] > 0.5
@@ -240,7 +256,7 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
              context: int = 32, stride: int = 120, baseline: str | Path | None = None, max_windows: int | None = None,
              mirror: bool = False, seed: int = 0, stability_frames: int = 0, random_rows: bool = False,
              rigid: bool = True, scenarios: Sequence[str] | None = None, scenario_frames: int = 3600,
-             foot_lock: bool = False) -> dict:
+             foot_lock: bool = False, planted: bool = False) -> dict:
     """Evaluate ``checkpoint`` on ``clips`` with retrieval from ``db`` (see module docstring).
 
     ``frames`` is shortened to what the longest clip allows (reported as ``frames``);
@@ -256,7 +272,10 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     each method locked on its own contact labels as its runtime is: the networks' predicted
     contacts, the rows' labels for motion matching, the truth's for the truth, detected from
     the drawn motion for the playback baselines and the frozen pose; about 1 ms per drawn
-    frame per method).
+    frame per method); ``planted``: every free-running method's root (the networks', the
+    playback baselines', motion matching's, the scenarios' runtime) is moved by the
+    planted-foot rule (:func:`kinema.control.planted.planted_root`: toes on the floor stay
+    put), the same way for all.
     """
     model, meta = load_checkpoint(checkpoint)
     db_path = db if not isinstance(db, Database) else "<database>"
@@ -280,6 +299,7 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     own = db.clip_ids(source.clip_names)
     exclude = np.broadcast_to(own, (len(starts), len(own))) if len(own) else None
     floor = floor_height(db)
+    plant = floor if planted else None
     base_model = None
     if baseline is not None:
         base_model, base_meta = load_checkpoint(baseline)
@@ -311,7 +331,8 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     # Free running.
     def run(m, use, retr=retriever):
         with torch.no_grad():
-            r = rollout(m, retr, source, starts, context, frames, retrieval=use, exclude=exclude, rigid=rigid)
+            r = rollout(m, retr, source, starts, context, frames, retrieval=use, exclude=exclude, rigid=rigid,
+                        planted=plant)
         pred = norm.denormalise(r.pose.numpy())
         return window_metrics(pred, source.pose[r.rows], norm, db, floor, (r.root_pos, r.root_dir, r.true_pos, r.true_dir),
                               foot_lock, r.contact_logits.numpy() > 0.0)
@@ -321,13 +342,14 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     troots = (source.root_positions[true_rows], source.root_directions[true_rows])
 
     def play(every):
-        p, rp, rd = playback_rollout(retriever, source, starts, context, frames, every, exclude)
+        p, rp, rd = playback_rollout(retriever, source, starts, context, frames, every, exclude, plant)
         return window_metrics(p, truth, norm, db, floor, (rp, rd) + troots, foot_lock)
 
     frozen = np.repeat(source.pose[starts + context - 1][:, None], frames, 1)
     fpos = np.repeat(source.root_positions[starts + context - 1][:, None], frames, 1)
     fdir = np.repeat(source.root_directions[starts + context - 1][:, None], frames, 1)
-    mm_pose, mm_pos, mm_dir, mm_contacts = matching_rollout(db, source, starts, context, frames, exclude)
+    mm_pose, mm_pos, mm_dir, mm_contacts = matching_rollout(db, source, starts, context, frames, exclude,
+                                                            planted=plant)
     # motion matching is scored as its runtime draws it: inertialized positions (its rows are
     # real poses; rebuilding positions from the per-joint inertialized rotations would
     # compound their offsets down every chain)
@@ -349,13 +371,14 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     out = {"checkpoint": str(checkpoint), "database": db.fingerprint, "fps": float(db.fps),
            "clips": [str(c) for c in clips],
            "windows": int(len(starts)), "mirrored": mirror, "context": context, "frames": int(frames), "stride": stride,
-           "skate_height_m": floor, "rigid": rigid, "foot_lock": foot_lock, "teacher_forced": tf, "free_running": fr}
+           "skate_height_m": floor, "rigid": rigid, "foot_lock": foot_lock, "planted": planted, "teacher_forced": tf, "free_running": fr}
     if stability_frames:
-        out["stability"] = stability(model, retriever, source, db, stability_frames, context, exclude, rigid=rigid)
+        out["stability"] = stability(model, retriever, source, db, stability_frames, context, exclude, rigid=rigid,
+                                     planted=plant)
     if scenarios is not None:
         from kinema.control.retrieval.controller import RetrievalController
         from kinema.control.retrieval.scenarios import run_scenarios
-        ctl = RetrievalController(checkpoint, db, rigid=rigid)
+        ctl = RetrievalController(checkpoint, db, rigid=rigid, planted=planted)
         out["scenarios"] = run_scenarios(ctl, list(scenarios) or None, scenario_frames)
     return out
 

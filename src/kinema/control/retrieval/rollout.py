@@ -15,7 +15,9 @@ candidates from the ground-truth queries), then runs ``horizon`` frames with :me
 ``source`` is any :class:`~kinema.matching.database.Database` holding the clips the
 rollouts follow (the training database itself, or held-out clips built with the same
 config). The root moves by the pose's own root velocity and turning rate (its last six
-numbers, :func:`kinema.matching.database.pose_layout`).
+numbers, :func:`kinema.matching.database.pose_layout`), and with ``planted`` (a floor
+height) is then corrected so that toes on the floor stay put
+(:func:`kinema.control.planted.planted_root`).
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from kinema.control.planted import planted_root
 from kinema.control.retrieval.pose import rigid_pose_normalised
 from kinema.control.retrieval.sequences import Retriever
 from kinema.features.root import yaw_rotate
@@ -38,6 +41,42 @@ def root_motion(db: Database, poses: np.ndarray) -> np.ndarray:
     lay = {name: a for name, a, _ in db.pose_layout}
     v, w = lay["root_velocity"], lay["root_angular_velocity"]
     return np.stack([poses[:, v], poses[:, v + 2], poses[:, w + 1]], -1)
+
+
+def toe_positions(db: Database, poses: np.ndarray) -> np.ndarray:
+    """Root-space toe positions (B, 2, 3) (left, right; metres) of raw pose vectors (B, P)."""
+    a = {name: a for name, a, _ in db.pose_layout}["joint_positions"]
+    cols = [a + 3 * db.roles[t] + i for t in ("left_toe", "right_toe") for i in range(3)]
+    return poses[:, cols].reshape(len(poses), 2, 3)
+
+
+class RootMover:
+    """Roots (B, 3) moved frame by frame by raw pose vectors of ``db``'s layout: the pose's
+    own root motion (:func:`integrate_root`), then, with ``planted`` (a toe floor height in
+    metres, e.g. :func:`kinema.control.retrieval.metrics.floor_height`), the planted-foot
+    correction (:func:`kinema.control.planted.planted_root`) from the toes drawn the frame
+    before. One mover serves the runtime, the rollouts and the playback baselines, so every
+    method's root is moved by the same rule."""
+
+    def __init__(self, db: Database, planted: float | None = None):
+        self.db, self.planted = db, planted
+        self.toes = None   # (B, 2, 3) world toes drawn last frame (None: not yet known)
+
+    def start(self, poses: np.ndarray, root_pos: np.ndarray, root_dir: np.ndarray) -> None:
+        """Set last frame's toes from raw poses (B, P) drawn at roots (B, 3), (B, 3)."""
+        self.toes = yaw_rotate(np.asarray(root_dir)[:, None], toe_positions(self.db, poses)) + np.asarray(root_pos)[:, None]
+
+    def __call__(self, root_pos: np.ndarray, root_dir: np.ndarray, poses: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """Roots (B, 3), (B, 3) advanced one frame by raw poses (B, P)."""
+        pos, dirs = integrate_root(root_pos, root_dir, root_motion(self.db, poses), self.db.fps)
+        if self.planted is None:
+            return pos, dirs
+        if self.toes is None:
+            self.start(poses, pos, dirs)
+            return pos, dirs
+        pos, self.toes = planted_root(pos, dirs, toe_positions(self.db, poses), self.toes, self.planted)
+        return pos, dirs
 
 
 def control_at(source: Database, rows: np.ndarray, root_pos: np.ndarray, root_dir: np.ndarray) -> np.ndarray:
@@ -153,7 +192,7 @@ def teacher_forced_candidates(retriever: Retriever, source: Database, rows: np.n
 def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray, context: int, horizon: int, *,
             retrieval: bool = True, exclude: np.ndarray | None = None, rng: np.random.Generator | None = None,
             student: float = 1.0, dropout: tuple[float, ...] = (0.0, 0.0, 0.0), detach_every: int | None = None,
-            rigid: bool = False) -> Rollout:
+            rigid: bool = False, planted: float | None = None) -> Rollout:
     """Roll ``model`` out from rows ``starts`` (B,) (see the module docstring): ``horizon``
     predicted frames, rows ``starts + context .. starts + context + horizon - 1``, which must
     lie in one clip each (the first is the context's own last prediction).
@@ -165,6 +204,7 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray, c
     and scheduled sampling; None is deterministic. ``rigid``: every predicted pose has its
     joint positions rebuilt from its rotations (:func:`kinema.control.retrieval.pose.rigid_pose`,
     differentiable) before it is scored and fed back, as the runtime controller does.
+    ``planted``: toe floor height (m) of the planted-foot root correction (:class:`RootMover`).
     """
     norm = retriever.norm
     uses = getattr(model, "use_retrieval", False) and retrieval
@@ -185,9 +225,10 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray, c
         return rigid_pose_normalised(source, x, mean, std) if rigid else x
     prev = project(out["pose"][:, -1])
     last = ctx_rows[:, -1]
-    fps = source.fps
-    root_pos, root_dir = integrate_root(source.root_positions[last], source.root_directions[last],
-                                        root_motion(source, norm.denormalise(prev.detach().cpu().numpy())), fps)
+    mover = RootMover(source, planted)
+    mover.start(source.pose[last], source.root_positions[last], source.root_directions[last])
+    root_pos, root_dir = mover(source.root_positions[last], source.root_directions[last],
+                               norm.denormalise(prev.detach().cpu().numpy()))
     stream = CandidateStream(retriever, exclude, rng) if uses else None
     # The context's last output is the first predicted frame (row last + 1), as for the
     # playback baselines: every rollout and baseline is scored on rows last+1 .. last+horizon.
@@ -223,8 +264,7 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray, c
         logits.append(o["contact_logits"])
         targets.append(target(rows + 1))
         tcont.append(source.contacts[rows + 1].astype(np.float32))
-        root_pos, root_dir = integrate_root(root_pos, root_dir,
-                                            root_motion(source, norm.denormalise(prev.detach().cpu().numpy())), fps)
+        root_pos, root_dir = mover(root_pos, root_dir, norm.denormalise(prev.detach().cpu().numpy()))
         rp.append(root_pos)
         rd.append(root_dir)
         tp.append(source.root_positions[rows + 1])
@@ -235,15 +275,19 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray, c
 
 
 def playback_rollout(retriever: Retriever, source: Database, starts: np.ndarray, context: int, horizon: int,
-                     every: int, exclude: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                     every: int, exclude: np.ndarray | None = None, planted: float | None = None
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Database playback driven like :func:`rollout` (the nearest-candidate and
     motion-matching baselines): every ``every`` frames search from the *played* pose and
     the joystick relative to the played root, then play the best row's successors.
-    Returns raw poses (B, H, P), root positions and directions (B, H, 3)."""
+    ``planted``: as for :func:`rollout`. Returns raw poses (B, H, P), root positions and
+    directions (B, H, 3)."""
     db = retriever.db
     last = starts + context - 1
     pose = source.pose[last]
     root_pos, root_dir = source.root_positions[last].copy(), source.root_directions[last].copy()
+    mover = RootMover(db, planted)
+    mover.start(pose, root_pos, root_dir)
     played = since = None
     poses, rps, rds = [], [], []
     for h in range(horizon):
@@ -254,7 +298,7 @@ def playback_rollout(retriever: Retriever, source: Database, starts: np.ndarray,
             played, since = idx[:, 0], 0
         since += 1
         pose = db.pose[db.successor(played, since)]
-        root_pos, root_dir = integrate_root(root_pos, root_dir, root_motion(db, pose), db.fps)
+        root_pos, root_dir = mover(root_pos, root_dir, pose)
         poses.append(pose)
         rps.append(root_pos)
         rds.append(root_dir)

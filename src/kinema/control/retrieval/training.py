@@ -20,11 +20,15 @@ positions rebuilt from its rotations (:func:`kinema.control.retrieval.pose.rigid
 before the loss and before it is fed back, as the runtime draws it: the network learns
 rotations that put the joints where they belong, and no pose can stretch a bone. With
 ``skate_weight`` > 0 the rollouts add that much of :func:`skate_loss` (toe displacement in
-the frames whose true contact is on); with ``energy_weight`` > 0 that much of
-:func:`energy_loss` (the squared log of each rollout's joint-speed ratio to the truth's: a
-damped rollout pays for moving less than the actor, which the pose MSE rewards past the
-first second), and the checkpoint is selected on the free-running validation loss plus
-that much of the validation rollouts' energy loss.
+the frames whose contact is on: the truth's labels with ``skate_on = "truth"``, or the
+predicted pose's own toes on the floor with ``"own"``, the frames the skating metric reads);
+with ``energy_weight`` > 0 that much of :func:`energy_loss` (the squared log of each
+rollout's joint-speed ratio to the truth's: a damped rollout pays for moving less than the
+actor, which the pose MSE rewards past the first second); with ``accel_weight`` > 0 that
+much of :func:`accel_loss` (the same for joint acceleration: a jittering rollout pays for
+accelerating more than the actor). The checkpoint is selected on the free-running
+validation loss plus each trained term's weight times its validation value
+(:func:`selection_key`).
 
 Config (TOML or JSON): sections ``data`` (``clips``: globs, ``sample:``/``shared:``
 prefixes resolve through :mod:`kinema.data`; ``validation``: clip names held out and used
@@ -55,7 +59,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from kinema.control.retrieval.metrics import pose_slice
+from kinema.control.planted import PLANT_BAND
+from kinema.control.retrieval.metrics import floor_height, pose_slice
 from kinema.control.retrieval.pose import rigid_pose_normalised
 from kinema.control.retrieval.rollout import rollout, teacher_forced_candidates
 from kinema.control.retrieval.sequences import PoseNormaliser, RandomRetriever, Retriever, WindowSampler
@@ -66,6 +71,8 @@ from kinema.nn.checkpoint import save_checkpoint
 from kinema.nn.kinematic import KinematicPrior
 from kinema.nn.retrieval import RetrievalMamba
 from kinema.nn.retrieval_concat import ConcatRetrievalMamba
+
+SKATE_ON = ("truth", "own")
 
 
 @dataclass
@@ -98,7 +105,13 @@ class TrainSettings:
     device: str = "cpu"
     rigid: bool = False
     skate_weight: float = 0.0
+    skate_on: str = "truth"   # "truth": the target's contact labels; "own": the predicted toes on the floor
     energy_weight: float = 0.0
+    accel_weight: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.skate_on not in SKATE_ON:
+            raise KinemaError(f"train.skate_on must be one of {SKATE_ON}, got {self.skate_on!r}")
 
 
 def resolve_clips(patterns: list[str], base: Path | None = None) -> list[Path]:
@@ -376,19 +389,51 @@ def skate_loss(db: Database, pose: torch.Tensor, contacts: torch.Tensor) -> torc
     return ((dx ** 2 + dz ** 2) * 1e4 * on).sum() / on.sum().clamp(min=1.0)
 
 
+def own_contacts(db: Database, pose: torch.Tensor, floor: float) -> torch.Tensor:
+    """Soft toe contacts (B, H, 2) in [0, 1] of raw predicted poses (B, H, P): the toes'
+    pin weights (:func:`kinema.control.planted.plant_weights`: 1 at or below ``floor``
+    metres, 0 above ``floor + PLANT_BAND``) in this frame and the one before (frame 0: its
+    own), detached, so that :func:`skate_loss` reads the frames :func:`~kinema.control.
+    retrieval.metrics.foot_skate` counts without rewarding a lifted toe."""
+    a = pose_slice(db, "joint_positions").start
+    h = torch.stack([pose[..., a + 3 * db.roles[t] + 1] for t in ("left_toe", "right_toe")], -1).detach()
+    w = ((floor + PLANT_BAND - h) / PLANT_BAND).clamp(0.0, 1.0)
+    return w * torch.cat([w[:, :1], w[:, :-1]], 1)
+
+
+def _log_ratio_loss(pred: torch.Tensor, true: torch.Tensor, offset: float) -> torch.Tensor:
+    return ((torch.log(pred + offset) - torch.log(true + offset)) ** 2).mean()
+
+
+def _joint_positions(db: Database, p: torch.Tensor) -> torch.Tensor:
+    return p[..., pose_slice(db, "joint_positions")].reshape(p.shape[0], p.shape[1], -1, 3)
+
+
+def accel_loss(db: Database, pose: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Mean over rollouts of ``log(accel(pose) / accel(target))^2``, the accelerations being
+    each rollout's mean joint acceleration magnitude (cm/s^2,
+    :func:`kinema.control.retrieval.metrics.joint_acceleration`) of raw predicted and true
+    pose vectors (B, H, P): 0 when a rollout accelerates as much as the actor; about 0.9 at
+    the jittering ratio 2.6 (a 10 cm/s^2 offset keeps a still window finite). Differentiable."""
+    def accel(p: torch.Tensor) -> torch.Tensor:
+        pos = _joint_positions(db, p)
+        d2 = pos[:, 2:] - 2 * pos[:, 1:-1] + pos[:, :-2]
+        return torch.linalg.vector_norm(d2, dim=-1).mean((1, 2)) * 100.0 * db.fps * db.fps
+
+    return _log_ratio_loss(accel(pose), accel(target), 10.0)
+
+
 def energy_loss(db: Database, pose: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Mean over rollouts of ``log(speed(pose) / speed(target))^2``, the speeds being each
     rollout's mean joint speed (cm/s, :func:`kinema.control.retrieval.metrics.joint_speed`)
     of raw predicted and true pose vectors (B, H, P): 0 when a rollout moves as much as the
     actor, whatever its phase; about 0.3 at the damped ratio 0.56 (speeds carry a 1 cm/s
     offset so a still window has a finite log). Differentiable."""
-    positions = pose_slice(db, "joint_positions")
-
     def speed(p: torch.Tensor) -> torch.Tensor:
-        pos = p[..., positions].reshape(p.shape[0], p.shape[1], -1, 3)
+        pos = _joint_positions(db, p)
         return torch.linalg.vector_norm(pos[:, 1:] - pos[:, :-1], dim=-1).mean((1, 2)) * 100.0 * db.fps
 
-    return ((torch.log(speed(pose) + 1.0) - torch.log(speed(target) + 1.0)) ** 2).mean()
+    return _log_ratio_loss(speed(pose), speed(target), 1.0)
 
 
 def _raw(retriever: Retriever, pose_n: torch.Tensor) -> torch.Tensor:
@@ -413,8 +458,30 @@ def rollout_starts(db: Database, clips: np.ndarray, length: int, count: int, rng
     return rng.choice(starts, count)
 
 
+def motion_terms(db: Database, retriever: Retriever, r, s: TrainSettings, floor: float) -> dict[str, torch.Tensor]:
+    """The rollout terms that ``s`` trains (skate, energy, accel: those with a weight > 0)
+    of a :class:`~kinema.control.retrieval.rollout.Rollout` on ``db``, unweighted."""
+    out: dict[str, torch.Tensor] = {}
+    if s.skate_weight <= 0 and s.energy_weight <= 0 and s.accel_weight <= 0:
+        return out
+    raw, true = _raw(retriever, r.pose), _raw(retriever, r.target)
+    if s.skate_weight > 0:
+        on = r.target_contacts if s.skate_on == "truth" else own_contacts(db, raw, floor)
+        out["skate"] = skate_loss(db, raw, on)
+    if s.energy_weight > 0:
+        out["energy"] = energy_loss(db, raw, true)
+    if s.accel_weight > 0:
+        out["accel"] = accel_loss(db, raw, true)
+    return out
+
+
+def term_weights(s: TrainSettings) -> dict[str, float]:
+    """Weight of each rollout term of :func:`motion_terms`."""
+    return {"skate": s.skate_weight, "energy": s.energy_weight, "accel": s.accel_weight}
+
+
 def rollout_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings, horizon: int, student: float,
-                 rng: np.random.Generator, detach_every: int | None) -> torch.Tensor:
+                 rng: np.random.Generator, detach_every: int | None, floor: float) -> torch.Tensor:
     db = retriever.db
     starts = rollout_starts(db, clips, s.context + horizon + 1, s.batch, rng)
     ex = retriever.exclusions(db.clip_of(starts))
@@ -422,17 +489,16 @@ def rollout_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSetting
                 dropout=(s.drop_all, s.drop_each, s.drop_sequence), detach_every=detach_every, rigid=s.rigid)
     loss = pose_loss(r.pose, r.target, r.contact_logits, r.target_contacts, s.contact_weight,
                      pose_slice(db, "joint_positions"), s.position_weight)
-    raw = _raw(retriever, r.pose) if s.skate_weight > 0 or s.energy_weight > 0 else None
-    if s.skate_weight > 0:
-        loss = loss + s.skate_weight * skate_loss(db, raw, r.target_contacts)
-    if s.energy_weight > 0:
-        loss = loss + s.energy_weight * energy_loss(db, raw, _raw(retriever, r.target))
+    weights = term_weights(s)
+    for name, value in motion_terms(db, retriever, r, s, floor).items():
+        loss = loss + weights[name] * value
     return loss
 
 
 @torch.no_grad()
-def validate(model, retriever: Retriever, val: Database, s: TrainSettings) -> dict[str, float]:
-    """Teacher-forced and free-running validation losses with retrieved and null candidates."""
+def validate(model, retriever: Retriever, val: Database, s: TrainSettings, floor: float) -> dict[str, float]:
+    """Teacher-forced and free-running validation losses with retrieved and null candidates,
+    and the free-running values of the trained rollout terms (``energy_with``, ...)."""
     clips = np.arange(len(val.ranges))
     length = min(s.window, s.context + s.val_horizon)
     out = {}
@@ -451,16 +517,17 @@ def validate(model, retriever: Retriever, val: Database, s: TrainSettings) -> di
         out[f"tf_{name}"] = float(F.mse_loss(o["pose"], pose[:, 1:]))
         r = rollout(model, retriever, val, starts, s.context, s.val_horizon, retrieval=use, rigid=s.rigid)
         out[f"fr_{name}"] = float(F.mse_loss(r.pose, r.target))
-        if s.energy_weight > 0:
-            out[f"energy_{name}"] = float(energy_loss(val, _raw(retriever, r.pose), _raw(retriever, r.target)))
+        for term, value in motion_terms(val, retriever, r, s, floor).items():
+            out[f"{term}_{name}"] = float(value)
     return out
 
 
 def selection_key(rec: dict, s: TrainSettings) -> float:
     """What selects the checkpoint: the free-running validation loss (with retrieval when
-    the model has it), plus ``energy_weight`` x its energy loss when that is trained."""
+    the model has it), plus each trained rollout term's weight x its validation value (the
+    rollout part of the training objective)."""
     name = "with" if "fr_with" in rec else "without"
-    return rec[f"fr_{name}"] + s.energy_weight * rec.get(f"energy_{name}", 0.0)
+    return rec[f"fr_{name}"] + sum(w * rec.get(f"{term}_{name}", 0.0) for term, w in term_weights(s).items() if w > 0)
 
 
 def partial_path(out: Path) -> Path:
@@ -502,6 +569,7 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
     rng = np.random.default_rng(s.seed)
     t0 = time.time()
     db, val = build_databases(cfg)
+    floor = floor_height(db)   # the toe height of the skating metric and of skate_on = "own"
     norm = PoseNormaliser.fit(db.pose)
     retriever = make_retriever(cfg, db, norm)
     model = make_model(cfg, db, retriever).to(s.device)
@@ -539,10 +607,10 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
             stage = "scheduled"
             u = (step - s.warmup) / max(s.scheduled - 1, 1)
             h = int(round(s.horizon[0] + u * (s.horizon[1] - s.horizon[0])))
-            loss = rollout_loss(model, retriever, train_clips, s, h, u, rng, None)
+            loss = rollout_loss(model, retriever, train_clips, s, h, u, rng, None, floor)
         else:
             stage = "free"
-            loss = rollout_loss(model, retriever, train_clips, s, s.free_horizon, 1.0, rng, s.detach_every)
+            loss = rollout_loss(model, retriever, train_clips, s, s.free_horizon, 1.0, rng, s.detach_every, floor)
         if stage != "warmup" and s.tf_mix > 0:   # keep the teacher-forced objective in the rollout stages
             loss = loss + s.tf_mix * teacher_forced_loss(model, sampler, s, rng)
         opt.zero_grad(set_to_none=True)
@@ -553,7 +621,7 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
         running.append(loss.item())
         if (step + 1) % s.eval_every == 0 or step + 1 == total:
             model.eval()
-            v = validate(model, retriever, val, s)
+            v = validate(model, retriever, val, s, floor)
             epoch = len(history) + 1
             rec = {"epoch": epoch, "step": step + 1, "stage": stage, "train_loss": float(np.mean(running)),
                    "seconds": round(time.time() - t0, 1), **v}
@@ -581,8 +649,9 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
                           "feature_scale": db.feature_scale.tolist()},
         "loss_weights": {"pose_mse": 1.0, "contact_bce": s.contact_weight, "joint_position_mse": s.position_weight,
                          "teacher_forced_mix": s.tf_mix,
-                         **({"skate": s.skate_weight} if s.skate_weight else {}),
-                         **({"energy": s.energy_weight} if s.energy_weight else {})},
+                         **({"skate": s.skate_weight, "skate_on": s.skate_on} if s.skate_weight else {}),
+                         **({"energy": s.energy_weight} if s.energy_weight else {}),
+                         **({"accel": s.accel_weight} if s.accel_weight else {})},
         "fingerprint": db.fingerprint,
         "database": {"fingerprint": db.fingerprint, "rows": db.rows, "pose_width": db.pose_width,
                      "frame_time": db.frame_time, "clips": db.clip_names, "joints": db.joint_names,
