@@ -327,3 +327,33 @@ def test_planted_root_keeps_planted_toes_still(games105_db):
     jump = tp[:, 0] + np.array([2 * PLANT_REACH, 0.0, 0.0])
     pos, _ = mover(jump, td[:, 0], fast[:, 1])
     assert np.all(np.linalg.norm((pos - jump)[:, [0, 2]], axis=-1) < 0.1)   # one frame of its own motion
+
+
+def test_path_loss_integrates_like_the_runtime(games105_db):
+    """``train.path_weight``'s term integrates the predicted root motion exactly as the
+    runtime's :func:`integrate_root` does (checked against it frame by frame), is near 0
+    for the truth's own root motion and grows when the root speed is halved; its gradient
+    reaches the root velocity of the first frame."""
+    import torch
+
+    from kinema.control.retrieval.metrics import pose_slice
+    from kinema.control.retrieval.rollout import integrate_root, root_motion
+    from kinema.control.retrieval.training import path_loss
+
+    db = games105_db
+    rows, true, tp, td = _windows(db, 60, 10)
+    start_pos, start_dir = db.root_positions[rows[:, 0] - 1], db.root_directions[rows[:, 0] - 1]
+    slow = true.copy()
+    slow[..., pose_slice(db, "root_velocity")] *= 0.5
+    pos, dirs, path = start_pos.copy(), start_dir.copy(), []
+    for h in range(slow.shape[1]):
+        pos, dirs = integrate_root(pos, dirs, root_motion(db, slow[:, h]), db.fps)
+        path.append((pos, dirs))
+    ref_pos, ref_dir = np.stack([p for p, _ in path], 1), np.stack([d for _, d in path], 1)
+    oracle = (((ref_pos - tp)[..., [0, 2]] ** 2).sum(-1) + 1 - (ref_dir * td).sum(-1)).mean()
+    t = torch.tensor(slow, dtype=torch.float64, requires_grad=True)
+    loss = path_loss(db, t, start_pos, start_dir, tp, td)
+    assert abs(float(loss) - oracle) < 1e-5 * max(oracle, 1.0)
+    assert float(path_loss(db, torch.as_tensor(true, dtype=torch.float64), start_pos, start_dir, tp, td)) < 0.1 * float(loss)
+    loss.backward()
+    assert float(t.grad[:, 0, pose_slice(db, "root_velocity")].abs().sum()) > 0

@@ -26,7 +26,9 @@ with ``energy_weight`` > 0 that much of :func:`energy_loss` (the squared log of 
 rollout's joint-speed ratio to the truth's: a damped rollout pays for moving less than the
 actor, which the pose MSE rewards past the first second); with ``accel_weight`` > 0 that
 much of :func:`accel_loss` (the same for joint acceleration: a jittering rollout pays for
-accelerating more than the actor). The checkpoint is selected on the free-running
+accelerating more than the actor); with ``path_weight`` > 0 that much of :func:`path_loss`
+(the rollout's root, integrated from its predicted root motion, against the clip's: what
+the control metrics read, with gradients through the integration). The checkpoint is selected on the free-running
 validation loss plus each trained term's weight times its validation value
 (:func:`selection_key`).
 
@@ -67,6 +69,7 @@ from kinema.control.retrieval.sequences import PoseNormaliser, RandomRetriever, 
 from kinema.errors import KinemaError
 from kinema.matching.config import DatabaseConfig
 from kinema.matching.database import Database, build_database, expand_paths, source_from_file
+from kinema.maths import angles
 from kinema.nn.checkpoint import save_checkpoint
 from kinema.nn.kinematic import KinematicPrior
 from kinema.nn.retrieval import RetrievalMamba
@@ -108,6 +111,7 @@ class TrainSettings:
     skate_on: str = "truth"   # "truth": the target's contact labels; "own": the predicted toes on the floor
     energy_weight: float = 0.0
     accel_weight: float = 0.0
+    path_weight: float = 0.0
 
     def __post_init__(self) -> None:
         if self.skate_on not in SKATE_ON:
@@ -423,6 +427,28 @@ def accel_loss(db: Database, pose: torch.Tensor, target: torch.Tensor) -> torch.
     return _log_ratio_loss(accel(pose), accel(target), 10.0)
 
 
+def path_loss(db: Database, pose: torch.Tensor, start_pos: np.ndarray, start_dir: np.ndarray,
+              true_pos: np.ndarray, true_dir: np.ndarray) -> torch.Tensor:
+    """Mean squared root position error (m^2) plus mean ``1 - cos`` of the heading error of
+    a rollout's roots, integrated from the root motion of its raw predicted poses (B, H, P)
+    as :func:`kinema.control.retrieval.rollout.integrate_root` does (turn, then step along
+    the new facing) from the roots ``start_pos``/``start_dir`` (B, 3) before its first frame,
+    against the clip's roots ``true_pos``/``true_dir`` (B, H, 3). Differentiable: a root
+    velocity early in the rollout is charged for where it leaves the root later."""
+    lay = {name: a for name, a, _ in db.pose_layout}
+    v, w = lay["root_velocity"], lay["root_angular_velocity"]
+    t_ = lambda a: torch.as_tensor(np.asarray(a), dtype=pose.dtype, device=pose.device)  # noqa: E731
+    yaw = t_(angles.yaw(start_dir))[:, None] + torch.cumsum(pose[..., w + 1], 1) / db.fps      # (B, H)
+    sn, c = torch.sin(yaw), torch.cos(yaw)
+    vx, vz = pose[..., v] / db.fps, pose[..., v + 2] / db.fps
+    x = t_(start_pos[:, 0])[:, None] + torch.cumsum(c * vx + sn * vz, 1)
+    z = t_(start_pos[:, 2])[:, None] + torch.cumsum(c * vz - sn * vx, 1)
+    tp, td = t_(true_pos), t_(true_dir)
+    position = (x - tp[..., 0]) ** 2 + (z - tp[..., 2]) ** 2
+    heading = 1.0 - (sn * td[..., 0] + c * td[..., 2])
+    return (position + heading).mean()
+
+
 def energy_loss(db: Database, pose: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Mean over rollouts of ``log(speed(pose) / speed(target))^2``, the speeds being each
     rollout's mean joint speed (cm/s, :func:`kinema.control.retrieval.metrics.joint_speed`)
@@ -462,7 +488,7 @@ def motion_terms(db: Database, retriever: Retriever, r, s: TrainSettings, floor:
     """The rollout terms that ``s`` trains (skate, energy, accel: those with a weight > 0)
     of a :class:`~kinema.control.retrieval.rollout.Rollout` on ``db``, unweighted."""
     out: dict[str, torch.Tensor] = {}
-    if s.skate_weight <= 0 and s.energy_weight <= 0 and s.accel_weight <= 0:
+    if all(w <= 0 for w in term_weights(s).values()):
         return out
     raw, true = _raw(retriever, r.pose), _raw(retriever, r.target)
     if s.skate_weight > 0:
@@ -472,12 +498,15 @@ def motion_terms(db: Database, retriever: Retriever, r, s: TrainSettings, floor:
         out["energy"] = energy_loss(db, raw, true)
     if s.accel_weight > 0:
         out["accel"] = accel_loss(db, raw, true)
+    if s.path_weight > 0:
+        before = r.rows[:, 0] - 1
+        out["path"] = path_loss(db, raw, db.root_positions[before], db.root_directions[before], r.true_pos, r.true_dir)
     return out
 
 
 def term_weights(s: TrainSettings) -> dict[str, float]:
     """Weight of each rollout term of :func:`motion_terms`."""
-    return {"skate": s.skate_weight, "energy": s.energy_weight, "accel": s.accel_weight}
+    return {"skate": s.skate_weight, "energy": s.energy_weight, "accel": s.accel_weight, "path": s.path_weight}
 
 
 def rollout_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings, horizon: int, student: float,
@@ -651,7 +680,8 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
                          "teacher_forced_mix": s.tf_mix,
                          **({"skate": s.skate_weight, "skate_on": s.skate_on} if s.skate_weight else {}),
                          **({"energy": s.energy_weight} if s.energy_weight else {}),
-                         **({"accel": s.accel_weight} if s.accel_weight else {})},
+                         **({"accel": s.accel_weight} if s.accel_weight else {}),
+                         **({"path": s.path_weight} if s.path_weight else {})},
         "fingerprint": db.fingerprint,
         "database": {"fingerprint": db.fingerprint, "rows": db.rows, "pose_width": db.pose_width,
                      "frame_time": db.frame_time, "clips": db.clip_names, "joints": db.joint_names,
