@@ -11,7 +11,8 @@ broken by the lower row index) but visits only a small part of the database:
   whose leaves are blocks of ``leaf_size`` consecutive rows. The build is compiled: per
   level and node a quickselect finds the median and one stable pass streams the node's
   rows to the other buffer (the leaf storage doubles as that buffer); once nodes are
-  small, each cache-sized block runs its remaining levels at once. Every
+  small, each cache-sized block runs its remaining levels at once on row indices and
+  writes its leaves' boxes. Every
   ``log2(fanout)``-th level is kept, each node with the [lo, hi] bounding box of its
   rotated rows, so the box's distance to a query is a lower bound of the distance of every
   row inside it.
@@ -233,18 +234,6 @@ def brute_force(features: np.ndarray, queries: np.ndarray, k: int = 4, exclude: 
     return _finish(np.concatenate(qids), np.concatenate(rows), np.concatenate(costs), len(q), k, single)
 
 
-def _segment_min_max(x: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per-column min and max (S, D) of consecutive row segments of ``size`` (last partial)."""
-    full = len(x) // size
-    body = x[:full * size].reshape(full, size, x.shape[1])
-    lo, hi = body.min(axis=1), body.max(axis=1)
-    if full * size < len(x):
-        tail = x[full * size:]
-        lo = np.concatenate([lo, tail.min(axis=0, keepdims=True)])
-        hi = np.concatenate([hi, tail.max(axis=0, keepdims=True)])
-    return lo, hi
-
-
 def _round_up(n: int, m: int) -> int:
     return -(-n // m) * m
 
@@ -328,19 +317,18 @@ class SearchIndex:
         # ``y`` and it, level by level (it holds at least N * D floats)
         storage = np.empty(num_leaves * dims * lanes, np.float32)
         scratch = storage[:n * dims].reshape(n, dims)
-        perm_a, perm_b = np.arange(n, dtype=np.int64), np.empty(n, np.int64)
-        flips = kern.build_tree(y, scratch, perm_a, perm_b, depth, leaf_size, max(4, int(samples)))
-        tree_rows, perm = (scratch, perm_b) if flips else (y, perm_a)
-        del perm_a, perm_b
-        self.perm = perm  # tree position -> original row
-
-        # Leaf boxes of the rotated float32 rows (exact min/max); missing leaves of the
-        # complete tree are empty boxes (lo > hi: infinitely far).
+        # Leaf boxes of the rotated float32 rows (exact min/max, written by the build);
+        # missing leaves of the complete tree are empty boxes (lo > hi: infinitely far).
         n_full = 1 << depth
         lo = np.full((n_full, dims), np.inf, np.float32)
         hi = np.full((n_full, dims), -np.inf, np.float32)
-        lo[:num_leaves], hi[:num_leaves] = _segment_min_max(tree_rows, leaf_size)
-        del tree_rows, scratch, y
+        perm_a, perm_b = np.arange(n, dtype=np.int64), np.empty(n, np.int64)
+        samples = max(4, int(samples))
+        in_b = kern.build_tree(y, scratch, perm_a, perm_b, depth, leaf_size, samples, kern.sorting_network(samples),
+                               lo, hi)
+        perm = perm_b if in_b else perm_a
+        del perm_a, perm_b, scratch, y
+        self.perm = perm  # tree position -> original row
         # now the storage takes its final content: the caller's rows in tree order, by leaf
         self.row_index = np.empty(num_leaves * lanes, np.int64)
         kern.fill_leaves(f, perm, leaf_size, lanes, storage, self.row_index)

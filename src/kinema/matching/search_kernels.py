@@ -126,8 +126,65 @@ def rotate_rows(f: np.ndarray, mean: np.ndarray, basis: np.ndarray, out: np.ndar
     return True, worst
 
 
+def sorting_network(size: int) -> np.ndarray:
+    """(K, 2) int64 compare-exchange pairs (i < j) of Batcher's odd-even merge sort over
+    ``size`` inputs rounded up to a power of two: applied in order (smaller value to i),
+    they sort any input."""
+    n = 1
+    while n < max(2, size):
+        n *= 2
+    pairs = []
+    p = 1
+    while p < n:
+        k = p
+        while k >= 1:
+            for j in range(k % p, n - k, 2 * k):
+                for i in range(min(k, n - j - k)):
+                    if (i + j) // (2 * p) == (i + j + k) // (2 * p):
+                        pairs.append((i + j, i + j + k))
+            k //= 2
+        p *= 2
+    return np.asarray(pairs, np.int64).reshape(-1, 2)
+
+
 @numba.njit(cache=True, nogil=True)
-def _split_level(src, dst, ps, pd, lo, hi, span, samples, keys, sbuf):
+def _network_width(net: np.ndarray, samples: int) -> int:
+    """Rows the network sorts (its largest index + 1), at least ``samples``."""
+    width = samples
+    for k in range(net.shape[0]):
+        width = max(width, net[k, 1] + 1)
+    return width
+
+
+@numba.njit(cache=True, nogil=True)
+def _widest_quartiles(smat: np.ndarray, cnt: int, net: np.ndarray) -> int:
+    """The column of largest quartile spread (upper minus lower quartile; the first of
+    equals) of the first ``cnt`` rows of ``smat`` (W, D): the rows past ``cnt`` are set to
+    +inf and the sorting network ``net`` sorts every column at once (so the quartiles are
+    the values a quickselect per column finds)."""
+    width, dims = smat.shape
+    for i in range(cnt, width):
+        for j in range(dims):
+            smat[i, j] = np.inf
+    for k in range(net.shape[0]):
+        a, b = net[k, 0], net[k, 1]
+        for j in range(dims):  # across columns: vectorised
+            x, y = smat[a, j], smat[b, j]
+            smat[a, j] = x if x < y else y
+            smat[b, j] = y if x < y else x
+    qa, qb = cnt // 4, cnt - 1 - cnt // 4
+    axis = 0
+    best = np.float32(-1.0)
+    for j in range(dims):
+        spread = smat[qb, j] - smat[qa, j]
+        if spread > best:
+            best = spread
+            axis = j
+    return axis
+
+
+@numba.njit(cache=True, nogil=True)
+def _split_level(src, dst, ps, pd, lo, hi, span, samples, keys, smat, net):
     """One tree level over rows [lo, hi) (a whole number of nodes of ``span`` rows, the
     last one possibly partial): each node's rows stream from ``src``/``ps`` to
     ``dst``/``pd``, split at its median (see :func:`build_tree`)."""
@@ -144,18 +201,10 @@ def _split_level(src, dst, ps, pd, lo, hi, span, samples, keys, sbuf):
             continue
         stride = -(-m // samples)
         cnt = -(-m // stride)
-        qa, qb = cnt // 4, cnt - 1 - cnt // 4
-        axis = 0
-        best = np.float32(-1.0)
-        for j in range(dims):
-            for i in range(cnt):
-                sbuf[i] = src[s + i * stride, j]
-            _select(sbuf, 0, cnt, qa)
-            _select(sbuf, qa, cnt, qb)
-            spread = sbuf[qb] - sbuf[qa]
-            if spread > best:
-                best = spread
-                axis = j
+        for i in range(cnt):
+            for j in range(dims):
+                smat[i, j] = src[s + i * stride, j]
+        axis = _widest_quartiles(smat, cnt, net)
         for i in range(m):
             keys[i] = src[s + i, axis]
         _select(keys, 0, m, half - 1)
@@ -181,23 +230,100 @@ def _split_level(src, dst, ps, pd, lo, hi, span, samples, keys, sbuf):
             pd[w] = ps[i]
 
 
-# Rows per block finished depth-first in build_tree: 4096 x 27 float32 rows and their copy
-# (~0.9 MB) stay in the core's L2 cache while the block's remaining levels run.
+@numba.njit(cache=True, nogil=True)
+def _split_level_index(src, base, cur, nxt, m, span, samples, keys, smat, net):
+    """:func:`_split_level` for the rows ``src[base + cur[0:m]]`` of one cache block, moving
+    only their block-local indices (``cur`` to ``nxt``): the same sampled axes, medians and
+    stable partition, so the same order as streaming the rows themselves."""
+    dims = src.shape[1]
+    half = span >> 1
+    for s in range(0, m, span):
+        e = min(s + span, m)
+        cnt_node = e - s
+        if cnt_node <= half:
+            for i in range(s, e):
+                nxt[i] = cur[i]
+            continue
+        stride = -(-cnt_node // samples)
+        cnt = -(-cnt_node // stride)
+        for i in range(cnt):
+            r = base + cur[s + i * stride]
+            for j in range(dims):
+                smat[i, j] = src[r, j]
+        axis = _widest_quartiles(smat, cnt, net)
+        for i in range(cnt_node):
+            keys[i] = src[base + cur[s + i], axis]
+        _select(keys, 0, cnt_node, half - 1)
+        pivot = keys[half - 1]
+        below = 0
+        for i in range(half - 1):
+            if keys[i] < pivot:
+                below += 1
+        ties_left = half - below
+        left, right = s, s + half
+        for i in range(s, e):
+            r = cur[i]
+            v = src[base + r, axis]
+            if v < pivot or (v == pivot and ties_left > 0):
+                if v == pivot:
+                    ties_left -= 1
+                nxt[left] = r
+                left += 1
+            else:
+                nxt[right] = r
+                right += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _finish_block(src, ps, lo, hi, levels, leaf_size, samples, ia, ib, keys, smat, net, perm, box_lo, box_hi):
+    """The last ``levels`` levels of the rows [lo, hi) of ``src`` (one cache block, ``lo`` a
+    multiple of its span) by index, then the block's part of the result: ``perm[lo:hi]``
+    (original row numbers in tree order, from ``ps``) and the exact [lo, hi] box of every
+    leaf (its rows' per-column min and max), read through the indices while in cache."""
+    dims = src.shape[1]
+    m = hi - lo
+    cur, nxt = ia, ib
+    for i in range(m):
+        cur[i] = i
+    for v in range(levels):
+        _split_level_index(src, lo, cur, nxt, m, (1 << (levels - v)) * leaf_size, samples, keys, smat, net)
+        cur, nxt = nxt, cur
+    for i in range(m):
+        perm[lo + i] = ps[lo + cur[i]]
+    for s in range(0, m, leaf_size):
+        leaf = (lo + s) // leaf_size
+        e = min(s + leaf_size, m)
+        for j in range(dims):
+            box_lo[leaf, j] = np.inf
+            box_hi[leaf, j] = -np.inf
+        for i in range(s, e):
+            r = lo + cur[i]
+            for j in range(dims):
+                x = src[r, j]
+                if x < box_lo[leaf, j]:
+                    box_lo[leaf, j] = x
+                if x > box_hi[leaf, j]:
+                    box_hi[leaf, j] = x
+
+
+# Rows per block finished depth-first in build_tree: 4096 x 27 float32 rows (~0.4 MB) and
+# their indices stay in the core's L2 cache while the block's remaining levels run.
 _BLOCK_ROWS = 4096
 
 
 @numba.njit(cache=True, nogil=True)
 def build_tree(a: np.ndarray, b: np.ndarray, pa: np.ndarray, pb: np.ndarray, depth: int, leaf_size: int,
-               samples: int) -> int:
-    """Reorder rows into a complete binary tree of median splits over leaf blocks.
+               samples: int, net: np.ndarray, box_lo: np.ndarray, box_hi: np.ndarray) -> int:
+    """Order rows into a complete binary tree of median splits over leaf blocks; leaf boxes.
 
     ``a`` (N, D) rotated rows and ``pa`` (N,) their original row numbers; ``b``/``pb`` are
-    scratch of the same shape: every level streams the rows from one pair to the other
-    (a stable three-way partition per node around its median), so no sort and no gather is
-    needed. Levels whose nodes are large stream over all rows; once nodes fit in a block of
-    about :data:`_BLOCK_ROWS` rows, each block runs all its remaining levels while it is in
-    cache (the same levels for every block, so all end in the same buffer). Returns 0 when
-    the final order is in ``a``/``pa``, 1 when in ``b``/``pb``.
+    scratch of the same shape. Levels whose nodes are larger than about
+    :data:`_BLOCK_ROWS` rows stream the rows from one pair to the other (a stable
+    partition per node around its median), so no sort and no gather is needed; then each
+    block of rows runs all its remaining levels on block-local indices while it is in cache
+    and writes its part of the order and the box (per-column min and max, ``box_lo`` and
+    ``box_hi``, (leaves, D)) of each of its leaves. Returns 0 when the order (original row
+    numbers in tree order) is in ``pa``, 1 when in ``pb``.
 
     Node i at depth d covers leaves [i * 2^(depth-d), (i+1) * 2^(depth-d)) (clipped to the
     data), so leaf j is rows [j * leaf_size, (j+1) * leaf_size) of the order: a full node
@@ -205,32 +331,30 @@ def build_tree(a: np.ndarray, b: np.ndarray, pa: np.ndarray, pb: np.ndarray, dep
     the rest to the right; ties at the median are split by position. The split axis is the
     one of largest quartile spread (upper minus lower quartile, from at most ``samples``
     evenly strided rows of the node): outlying rows do not pick the axis, and on the biped
-    benchmark a query needs ~30% fewer leaves than with the widest axis.
+    benchmark a query needs ~30% fewer leaves than with the widest axis. The quartiles of
+    all D columns come from one sorting network ``net`` (:func:`sorting_network` of at
+    least ``samples`` inputs) run on the sampled rows, vectorised across the columns (a
+    quickselect per column made the split axes most of the build's time).
     """
     n, dims = a.shape
     keys = np.empty(n, np.float32)
-    sbuf = np.empty(samples, np.float32)
+    smat = np.empty((_network_width(net, samples), dims), np.float32)
     src, dst, ps, pd = a, b, pa, pb
     flips = 0
     d = 0
     while d < depth and (1 << (depth - d)) * leaf_size > _BLOCK_ROWS:
-        _split_level(src, dst, ps, pd, 0, n, (1 << (depth - d)) * leaf_size, samples, keys, sbuf)
+        _split_level(src, dst, ps, pd, 0, n, (1 << (depth - d)) * leaf_size, samples, keys, smat, net)
         src, dst = dst, src
         ps, pd = pd, ps
         flips ^= 1
         d += 1
-    if d < depth:
-        block = (1 << (depth - d)) * leaf_size
-        for lo in range(0, n, block):
-            hi = min(lo + block, n)
-            s1, d1, p1, q1 = src, dst, ps, pd
-            for dd in range(d, depth):
-                _split_level(s1, d1, p1, q1, lo, hi, (1 << (depth - dd)) * leaf_size, samples, keys, sbuf)
-                s1, d1 = d1, s1
-                p1, q1 = q1, p1
-        if (depth - d) % 2 == 1:
-            flips ^= 1
-    return flips
+    block = (1 << (depth - d)) * leaf_size
+    ia = np.empty(min(block, n), np.int64)
+    ib = np.empty(min(block, n), np.int64)
+    for lo in range(0, n, block):
+        _finish_block(src, ps, lo, min(lo + block, n), depth - d, leaf_size, samples, ia, ib, keys, smat, net, pd,
+                      box_lo, box_hi)
+    return flips ^ 1  # the order went to pd
 
 
 @numba.njit(cache=True, nogil=True)
