@@ -405,3 +405,19 @@ def test_single_query_inputs_and_caller_array_untouched():
         index.search(q, exclude=Exclusion(current=len(feats)))
     with pytest.raises(KinemaError):
         SearchIndex(np.where(np.arange(27) == 4, np.nan, keep[:30]))
+
+
+@pytest.mark.parametrize("size", [2, 5, 16, 17, 64])
+def test_sorting_network_sorts(size):
+    """The build's split-axis quartiles come from this network: it must sort any input."""
+    from kinema.matching.search_kernels import sorting_network
+    net = sorting_network(size)
+    width = int(net.max()) + 1
+    assert width >= size and np.all(net[:, 0] < net[:, 1])
+    rng = np.random.default_rng(size)
+    for x in rng.integers(0, 4, (300, width)).astype(np.float32):
+        want = np.sort(x)
+        for a, b in net:
+            if x[a] > x[b]:
+                x[a], x[b] = x[b], x[a]
+        np.testing.assert_array_equal(x, want)

@@ -91,3 +91,40 @@ def test_blocked_forward_equals_unblocked(monkeypatch):
     # broadcast leading dims go through the blocked path too
     b_rot, b_pos = forward(rot[None], pos[None].repeat(2, 0), PARENTS)
     np.testing.assert_array_equal(b_pos[1], whole[1])
+
+
+def _level_loop(rot, pos, parents):
+    """The NumPy level-by-level forward kinematics (the path torch tensors take)."""
+    from kinema.motion import kinematics
+    levels, parent_pos, inv = kinematics._levels(tuple(int(p) for p in parents))
+    return kinematics._forward_levels(rot, pos, levels, parent_pos, inv)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_compiled_forward_is_the_level_loop_bit_for_bit(dtype):
+    """NumPy inputs take the compiled kernel: the same bits as the level loop, for float32
+    and float64, leading batch dims and two roots; mixed dtypes keep the level loop."""
+    from kinema.motion import kinematics
+    rng = np.random.default_rng(11)
+    rot, pos = random_pose(rng, frames=40)
+    rot, pos = rot.astype(dtype).reshape(4, 10, -1, 4), (pos * 0.3).astype(dtype).reshape(4, 10, -1, 3)
+    assert kinematics._compiled_fits(rot, pos, tuple(PARENTS.tolist()))
+    got = forward(rot, pos, PARENTS)
+    want = _level_loop(rot, pos, PARENTS)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype == dtype and g.shape == w.shape
+        np.testing.assert_array_equal(g, w)
+    mixed = forward(rot.astype(np.float32), pos.astype(np.float64), PARENTS)
+    assert mixed[1].dtype == np.float64
+    np.testing.assert_allclose(mixed[1], got[1], rtol=1e-5, atol=1e-5)
+    # a parent after its child cannot be done in one pass: the level loop takes it
+    assert not kinematics._compiled_fits(rot[..., :3, :], pos[..., :3, :], (-1, 2, 0))
+
+
+def test_compiled_forward_on_a_real_take_is_the_level_loop(shared_data):
+    from kinema.io import bvh
+    m = bvh.load(shared_data / "lafan1" / "push1_subject2.bvh")
+    got = forward(m.rotations, m.positions, m.parents)
+    want = _level_loop(m.rotations, m.positions, m.parents)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])

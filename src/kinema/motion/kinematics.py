@@ -5,7 +5,10 @@
 
 Forward kinematics is vectorised over frames *and* over the joints of one depth level:
 the Python loop runs once per level of the hierarchy (about 7 to 12 for a human), not
-once per joint or frame, which keeps NumPy's per-call overhead off the hot path.
+once per joint or frame, which keeps NumPy's per-call overhead off the hot path. NumPy
+float32 or float64 inputs go through a compiled kernel instead
+(:mod:`kinema.motion.kinematics_kernels`: one pass per pose, the same operations in the same
+order, so the same bits); torch tensors and mixed dtypes take the level loop.
 """
 from __future__ import annotations
 
@@ -62,13 +65,53 @@ def forward(local_rot: Array, local_pos: Array, parents) -> tuple[Array, Array]:
         (global_rot (..., J, 4), global_pos (..., J, 3)); torch in -> torch out
         (differentiable).
     """
-    levels, parent_pos, inverse = _levels(tuple(int(p) for p in parents))
+    key = tuple(parents.tolist()) if isinstance(parents, np.ndarray) else tuple(int(p) for p in parents)
+    if _compiled_fits(local_rot, local_pos, key):
+        return _forward_compiled(local_rot, local_pos, key)
+    levels, parent_pos, inverse = _levels(key)
     if not is_torch(local_rot):
         lead = np.broadcast_shapes(local_rot.shape[:-2], local_pos.shape[:-2])
         count = int(np.prod(lead))
         if count > _BLOCK:
             return _forward_blocks(local_rot, local_pos, lead, levels, parent_pos, inverse)
     return _forward_levels(local_rot, local_pos, levels, parent_pos, inverse)
+
+
+@lru_cache(maxsize=64)
+def _parents_array(parents: tuple[int, ...]) -> np.ndarray | None:
+    """(J,) int64 parents when every parent precedes its child (the compiled kernel's one
+    pass in index order needs it), else None."""
+    if any(p >= j for j, p in enumerate(parents)):
+        return None
+    a = np.asarray(parents, np.int64).reshape(-1)
+    a.flags.writeable = False
+    return a
+
+
+def _compiled_fits(local_rot, local_pos, parents: tuple[int, ...]) -> bool:
+    """NumPy float32 (or float64) arrays of one dtype and the same leading shape: the case
+    :mod:`kinema.motion.kinematics_kernels` computes bit for bit like the level loop."""
+    return (type(local_rot) is np.ndarray and type(local_pos) is np.ndarray
+            and local_rot.dtype == local_pos.dtype and local_rot.dtype in _COMPILED_DTYPES
+            and local_rot.ndim >= 2 and local_rot.shape[:-2] == local_pos.shape[:-2]
+            and local_rot.shape[-2:] == (len(parents), 4) and local_pos.shape[-1] == 3
+            and local_pos.shape[-2] == len(parents) and _parents_array(parents) is not None)
+
+
+_COMPILED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _forward_compiled(local_rot: np.ndarray, local_pos: np.ndarray, parents: tuple[int, ...]):
+    """:func:`forward` through the compiled kernel (same results, one pass per pose)."""
+    from kinema.motion import kinematics_kernels
+    joints = len(parents)
+    rot = np.ascontiguousarray(local_rot).reshape(-1, joints, 4)
+    pos = np.ascontiguousarray(local_pos).reshape(-1, joints, 3)
+    out_rot = np.empty(local_rot.shape, local_rot.dtype)
+    out_pos = np.empty(local_pos.shape, local_pos.dtype)
+    kinematics_kernels.forward(rot, pos, _parents_array(parents), out_rot.reshape(-1, joints, 4),
+                               out_pos.reshape(-1, joints, 3))
+    return out_rot, out_pos
 
 
 def _forward_blocks(local_rot, local_pos, lead, levels, parent_pos, inverse):
