@@ -2,23 +2,37 @@
 readAsHierarchy) and ``bvh``, on the same real files in one process (one core), plus the
 time of ``kinema convert`` over the whole shared data folder.
 
-    .venv/bin/python benchmarks/bench_bvh.py [--no-convert] [--jobs 2]
+A second table times ``bvh.load`` + forward kinematics on each LaFAN1 take and on a small
+file against ``np.loadtxt`` of the same MOTION bytes (the floor: reading the numbers) and,
+when the environment variable ``AI4ANIMATIONPY`` names a checkout of AI4AnimationPy (its
+root, holding ``ai4animation/``), against its BVH importer (``BVH(path).LoadMotion()``,
+world matrices). Its package ``__init__`` imports torch, sklearn and raylib, so only its
+``ai4animation`` folder is put on the import path as a bare package; nothing of it is
+copied here.
+
+    .venv/bin/python benchmarks/bench_bvh.py [--no-convert] [--jobs 2] [--only-floor]
 
 Peers (``pip install kinema[bench]``) are skipped with a note when not installed.
 """
 from __future__ import annotations
 
 import argparse
+import io
+import os
 import subprocess
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
+
+import numpy as np
 
 from common import cpu_time, print_table, timeit
 from kinema.data import shared_root
 from kinema.io import bvh
 from kinema.io.bvh_parse import read
+from kinema.motion import kinematics
 
 # A mix of skeleton families and sizes (about 4 MB in all).
 FILES = [
@@ -84,6 +98,67 @@ def parse_table(root: Path) -> None:
                 [[len(every), mb_all, t_all, mb_all / t_all, c_all, mb_all / c_all]])
 
 
+def _motion_bytes(path: Path) -> bytes:
+    """The MOTION values of a BVH file: the bytes after its "Frame Time" line."""
+    raw = path.read_bytes()
+    at = raw.index(b"Frame Time", raw.index(b"MOTION"))
+    return raw[raw.index(b"\n", at) + 1:]
+
+
+def _loadtxt(block: bytes):
+    return np.loadtxt(io.BytesIO(block), dtype=np.float64, comments=None, ndmin=2, encoding="latin-1")
+
+
+def _load_fk(path: Path):
+    m = bvh.load(path)
+    return kinematics.forward(m.rotations, m.positions, m.parents)
+
+
+def _ai4animation():
+    """AI4AnimationPy's BVH import + FK, from the checkout $AI4ANIMATIONPY, or None (noted)."""
+    checkout = os.environ.get("AI4ANIMATIONPY")
+    if not checkout or not (Path(checkout) / "ai4animation" / "Import" / "BVHImporter.py").exists():
+        print("note: AI4ANIMATIONPY does not name an AI4AnimationPy checkout; its importer is skipped")
+        return None
+    if "ai4animation" not in sys.modules:       # a bare package: its __init__ needs torch, sklearn, raylib
+        pkg = types.ModuleType("ai4animation")
+        pkg.__path__ = [str(Path(checkout) / "ai4animation")]
+        sys.modules["ai4animation"] = pkg
+    try:
+        from ai4animation.Import.BVHImporter import BVH
+    except ImportError as exc:
+        print(f"note: AI4AnimationPy's BVH importer does not import here ({exc}); skipped")
+        return None
+    return lambda p: BVH(str(p), scale=0.01).LoadMotion()
+
+
+def floor_table(root: Path, repeat: int = 7) -> None:
+    """load + FK against np.loadtxt on the same bytes (and AI4AnimationPy), CPU time."""
+    files = sorted((root / "lafan1").glob("*.bvh")) + [root / "games105" / "run_forward.bvh"]
+    files = [f for f in files if f.exists()]
+    peer = _ai4animation()
+    rows = []
+    for f in files:
+        block = _motion_bytes(f)
+        t_txt, t_ours = [], []
+        for _ in range(repeat):                 # alternated, best of each: the one-core cost
+            t_txt.append(cpu_time(lambda: _loadtxt(block), 1))
+            t_ours.append(cpu_time(lambda: _load_fk(f), 1))
+        txt, ours = min(t_txt[1:]), min(t_ours[1:])
+        row = [f.name, f.stat().st_size / 1e6, txt * 1e3, ours * 1e3, ours / txt, (ours - txt) * 1e3]
+        if peer is not None:
+            t_peer = cpu_time(lambda: peer(f), 2 if f.stat().st_size > 1e6 else 5)
+            row += [t_peer * 1e3, t_peer / ours]
+        else:
+            row += ["-", "-"]
+        rows.append(row)
+    print_table("BVH load + forward kinematics against np.loadtxt of the same MOTION bytes, one core, CPU time "
+                "(best of alternated runs; targets: kinema / loadtxt <= 1.3 on LaFAN1, a small file's fixed "
+                "cost (kinema - loadtxt) < 0.3 ms)",
+                ["file", "MB", "np.loadtxt ms", "kinema load+FK ms", "kinema / loadtxt", "fixed cost ms",
+                 "AI4AnimationPy ms", "AI4AnimationPy / kinema"], rows)
+
+
 def convert_table(root: Path, jobs: int) -> None:
     rows = []
     times = {}
@@ -112,11 +187,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-convert", action="store_true", help="skip the kinema convert timing")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes for the convert timing")
+    parser.add_argument("--only-floor", action="store_true", help="only the load + FK vs np.loadtxt table")
     args = parser.parse_args(argv)
     root = shared_root()
     if root is None:
         print("shared data folder not found (set KINEMA_DATA); nothing to measure")
         return 1
+    floor_table(root)
+    if args.only_floor:
+        return 0
     parse_table(root)
     if not args.no_convert:
         convert_table(root, args.jobs)

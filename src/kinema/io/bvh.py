@@ -167,14 +167,18 @@ def to_motion(data: BvhData, *, scale: float | str = "auto", end_sites: bool = F
                 pos_col.append(start + i)
     # Rotations in float32 (the storage type): NumPy's float32 sin/cos are several times
     # faster and the error (~2e-7) is far below what the file's decimals carry.
-    rot = np.empty((frames, num_joints, 4), np.float32)
-    rot[:] = (1.0, 0.0, 0.0, 0.0)
+    if len(groups) == 1 and len(next(iter(groups.values()))[0]) == num_joints:
+        rot = None                  # one Euler order on every joint: its quaternions are the array
+    else:
+        rot = np.empty((frames, num_joints, 4), np.float32)
+        rot[:] = (1.0, 0.0, 0.0, 0.0)
     if any(zero_col in c for _, cols in groups.values() for c in cols):
         values = np.concatenate([values, np.zeros((frames, 1))], axis=1)
     for order, (joints, cols) in groups.items():
-        angles = np.radians(values[:, np.asarray(cols)]).astype(np.float32)      # (F, Jg, 3)
-        q = quat.from_euler(angles, order)
-        if len(joints) == num_joints:
+        angles = values[:, np.asarray(cols)]                                    # (F, Jg, 3) float64
+        np.radians(angles, out=angles)
+        q = quat.from_euler(angles.astype(np.float32), order)
+        if rot is None:
             rot = np.ascontiguousarray(q, dtype=np.float32)
         else:
             rot[:, joints] = q
