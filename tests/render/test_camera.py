@@ -126,3 +126,54 @@ def test_pixel_ray_inverts_project_and_hits_what_it_points_at():
         assert ray_sphere(o, d, p + np.cross(d, [0, 1, 0]) * 0.2, 0.05) is None
         hit = ray_plane(o, d, p, p - cam.position)
         np.testing.assert_allclose(hit, p, atol=1e-6)
+
+
+@pytest.mark.parametrize("clip", ["walk_forward", "run_forward", "walk_and_turn_left"])
+def test_subject_camera_keeps_a_travelling_clip_in_frame(sample_data, clip):
+    """The demos' default camera: sized from the figure's bounds on the first frame, then
+    following it with the rig's damping. Every joint of a bundled walk or run (1.2-3.2 m
+    of travel) projects inside a 640x360 image in every frame, the figure spans at
+    least a third of the image height, and the camera has moved with it."""
+    import kinema.io
+    from kinema.render.camera import SubjectCamera
+
+    m = kinema.io.load(sample_data / "games105" / f"{clip}.bvh")
+    g = m.global_positions()
+    travel = np.linalg.norm((g[-1, 0] - g[0, 0])[[0, 2]])
+    assert travel > 1.0
+    rig, view = CameraRig(), SubjectCamera()
+    w, h = 640, 360
+    heights, start = [], None
+    for f in range(m.num_frames):
+        view.frame(rig, g[f])
+        cam = rig.update(1.0 / m.fps)
+        start = cam.position.copy() if start is None else start
+        px, _, visible = project(g[f], cam.view_projection(w / h), w, h)
+        assert visible.all(), (clip, f, px[~visible])
+        heights.append(np.ptp(px[:, 1]) / h)
+    assert min(heights) > 0.33, min(heights)
+    assert max(heights) < 0.9, max(heights)             # framed, not a close-up
+    assert np.linalg.norm((cam.position - start)[[0, 2]]) > 0.8 * travel
+
+
+def test_subject_camera_sizes_from_the_bounds_and_keeps_the_users_zoom():
+    """A figure twice as tall gets a camera twice as far; after the first frame the rig's
+    distance is the user's (a wheel zoom stays), unless refit asks for the bounds each time."""
+    from kinema.render.camera import SubjectCamera
+
+    pose = np.array([[0.0, 0.0, 0.0], [0.0, 0.9, 0.0], [0.0, 1.7, 0.0], [0.2, 1.2, 0.1]])
+    a, b = CameraRig(), CameraRig()
+    SubjectCamera().frame(a, pose)
+    SubjectCamera().frame(b, 2 * pose)
+    assert b.distance == pytest.approx(2 * a.distance) and a.mode == "orbit"
+    np.testing.assert_allclose(a.focus, [0.1, 0.85, 0.05])
+    view = SubjectCamera()
+    view.frame(a, pose)
+    a.distance = 9.0                                      # the user zoomed out
+    view.frame(a, pose + [3.0, 0.0, 0.0])
+    assert a.distance == 9.0 and a.focus[0] == pytest.approx(3.1)
+    fixed = SubjectCamera(mode="fixed", yaw=0.0, pitch=0.0, refit=True)
+    fixed.frame(a, pose)
+    fixed.frame(a, 2 * pose)
+    np.testing.assert_allclose(a.fixed_position, a.focus + [0.0, 0.0, a.distance])
+    assert a.distance == pytest.approx(b.distance) and a.mode == "fixed"

@@ -155,6 +155,37 @@ def test_gui_widgets_draw_and_keep_values_without_input(fresh):
     assert ((np.abs(img[:, 10:230].astype(int) - [242, 115, 64]).max(-1)) < 40).sum() > 30
 
 
+def test_panels_stay_inside_the_image_and_clear_of_each_other(fresh):
+    """Panels asked for at the same spot stack instead of covering one another, one asked
+    for past the right edge moves inside, and a text panel is as wide as its longest line
+    (the demos' panels: a program's, the profiler's, one anchored to the right edge)."""
+    plain(fresh)
+    long = "step 12345  (4 per frame)  loss 0.012345  validation 0.067890  and more text"
+    boxes = {}
+
+    def gui(ui):
+        ui.lines("first", ["one line", "two lines"])
+        ui.lines("second", [long])
+        with ui.panel("right", x=fresh.width - 100, y=40, width=300):
+            ui.label("anchored past the edge")
+        boxes.update(zip(("first", "second", "right"), ui._panels))
+
+    render(fresh, lambda r: None, gui)        # the first frame measures the heights
+    img = render(fresh, lambda r: None, gui)
+    assert img is not None
+    first, second, right = (np.array(boxes[k]) for k in ("first", "second", "right"))
+    for a, b in ((first, second), (first, right), (second, right)):
+        overlap_x = min(a[0] + a[2], b[0] + b[2]) - max(a[0], b[0])
+        overlap_y = min(a[1] + a[3], b[1] + b[3]) - max(a[1], b[1])
+        assert overlap_x <= 0 or overlap_y <= 0, (a, b)
+    for box in (first, second, right):
+        assert box[0] >= 0 and box[0] + box[2] <= fresh.width, box
+    assert first[2] == 360 and second[2] > 360             # widened for its long line
+    import pyray as rl
+    need = rl.measure_text_ex(rl.gui_get_font(), long, 14.0, 1.0).x
+    assert second[2] >= min(need, fresh.width - 12)
+
+
 def test_fps_overlay_drawn_when_enabled(fresh):
     plain(fresh)
     base = render(fresh, lambda r: None)

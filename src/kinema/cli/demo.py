@@ -105,13 +105,15 @@ def parse_demo_args(name: str, argv: list[str]) -> tuple[ModuleType, argparse.Na
     return mod, args
 
 
-def _offscreen(width: int, height: int, title: str):
-    """An open offscreen :class:`kinema.render.Renderer`, or None when no GL context can be made."""
+def _offscreen(width: int, height: int, title: str, frame_dt: float):
+    """An open offscreen :class:`kinema.render.Renderer` whose camera smoothing advances
+    ``frame_dt`` seconds per rendered frame (the simulated time between two renders), or
+    None when no GL context can be made."""
     if not renderer_available():
         return None
     from kinema.render import Renderer
     from kinema.render.gl import RenderError
-    r = Renderer(show_fps=False)
+    r = Renderer(show_fps=False, headless_dt=frame_dt)
     try:
         r.open(width, height, title, headless=True)
     except (RenderError, RuntimeError, OSError):
@@ -136,7 +138,7 @@ def run_program(program, args: argparse.Namespace, fps: float, title: str, video
     the runner's (mode, steps, times, video, frames written, profile) and ``program.metrics()``."""
     renderer, factory = None, None
     if args.mode == "headless" and not args.no_video:
-        renderer = _offscreen(args.width, args.height, title)
+        renderer = _offscreen(args.width, args.height, title, max(1, args.render_every) / fps)
         if renderer is None:
             print(f"{title}: no OpenGL context (try xvfb-run); metrics only")
     elif args.mode == "standalone":

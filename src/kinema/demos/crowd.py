@@ -93,6 +93,7 @@ class CrowdProgram:
         self.toes = [db.roles["left_toe"], db.roles["right_toe"]]
         self.t = 0.0
         self.positions = None            # (N, J, 3) world joints of the last step
+        self.view = None                 # the camera framing the crowd
         self.contacts = np.zeros((count, 2), bool)
         self._bones = None
         self.records = {"step_s": [], "root_error": [], "heading_error": [], "root": [], "skate": [],
@@ -159,12 +160,10 @@ class CrowdProgram:
             if n:
                 renderer.debug.capsules(start[sel].reshape(-1, 3), end[sel].reshape(-1, 3),
                                         np.tile(radius, n), colour)
-        cam = getattr(renderer, "camera", None)
-        if cam is not None:
-            roots = self.positions[:, 0]
-            centre = np.median(roots, 0) * [1, 0, 1]
-            extent = float(np.ptp(roots[:, [0, 2]], 0).max()) + 4.0
-            cam.set_fixed(centre + np.array([0.0, 0.4, -0.6]) * extent, centre + np.array([0.0, 0.8, 0.0]))
+        from kinema.render.camera import frame_subject  # a renderer exists: raylib is there
+        # everyone in view: sized from the whole crowd's bounds every frame (it spreads out)
+        self.view = frame_subject(renderer, self.view, self.positions, mode="fixed", yaw=np.pi, pitch=0.6,
+                                  refit=True, scale=0.85)
 
     def gui(self, ui) -> None:
         panel, label = getattr(ui, "panel", None), getattr(ui, "label", None)

@@ -132,10 +132,11 @@ class SolarSystem:
     def start(self, app: App) -> None:
         self.app = app
         build(app.scene, self.planets, self.moons)
-        cam = getattr(app.renderer, "camera", None)
-        if cam is not None:                       # a fixed camera above the system
-            cam.set_fixed([0.0, 16.0, 20.0], [0.0, 1.5, 0.0])
-            cam.snap()
+        if getattr(app.renderer, "camera", None) is not None:   # a fixed camera above the system, from its size
+            from kinema.render.camera import frame_subject  # a renderer exists: raylib is there
+            r = 2.5 + 1.6 * max(self.planets - 1, 0) + 0.5 + 0.2 * max(self.moons - 1, 0)   # outermost moon
+            frame_subject(app.renderer, None, np.array([[-r, 1.5, -r], [r, 1.5, r]]), mode="fixed", yaw=0.0,
+                          pitch=0.63, scale=0.75)
 
     def update(self, dt: float) -> None:
         t, inp = self.app.time, self.app.input

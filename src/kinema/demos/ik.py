@@ -57,7 +57,7 @@ class ChainProgram:
     def start(self, app) -> None:
         self.app = app
         cam = getattr(app.renderer, "camera", None)
-        if cam is not None:
+        if cam is not None:   # the root never moves: one fixed view of the chain's reach (no orbit: the mouse drags)
             cam.set_fixed([2.0, 1.8, 2.6], [0.0, 1.1, 0.0])
             cam.snap()
 

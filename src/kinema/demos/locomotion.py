@@ -37,7 +37,8 @@ error, foot skating (horizontal toe speed of the drawn pose while the toe is wit
 ``foot_skate_in_contact_cm_s``, while the controller's contact label for it is on), speed,
 time per frame and whether the foot lock was on (with its time per frame). Each
 controller's run is also written as ``locomotion_<controller>.mp4`` (unless ``--no-video``),
-and ``metrics.json`` gets, per rendered frame, the camera and the hips' pixel.
+and ``metrics.json`` gets, per rendered frame, the camera, the hips' pixel and the drawn
+joints' share inside the image and pixel box.
 ``--controller styles`` runs the styles instead (not part of ``all``): ``--style NAME``
 walks one style, ``--styles a,b,c`` switches through them every ``--style-every`` frames;
 the metrics hold the gait features (:func:`kinema.control.styles.style_gait_features`) of
@@ -288,6 +289,7 @@ class Locomotion:
         self.ctl, self.script, self.walk, self.adjust = controller, script, walk, adjust
         self.character, self.styles, self.style_schedule = character, styles, style_schedule
         self.styling = False
+        self.view = None                      # the camera framing the character (first drawn frame)
         self.traj = TrajectoryController()
         self.t = 0.0
         self.frame = 0
@@ -420,9 +422,8 @@ class Locomotion:
         pred = self.traj.predict()
         renderer.debug.trajectory(np.vstack([self.traj.sim.position[None], pred.positions]),
                                   np.vstack([self.traj.sim.direction[None], pred.directions]))
-        cam = getattr(renderer, "camera", None)
-        if cam is not None and hasattr(cam, "set_focus"):
-            cam.set_focus(self.hips())
+        from kinema.render.camera import frame_subject  # a renderer exists: raylib is there
+        self.view = frame_subject(renderer, self.view, joints if self.styling else pos)
 
     def hips(self) -> np.ndarray:
         """World position (3,) of the drawn character's hips (its first moving joint)."""
@@ -452,7 +453,12 @@ class Locomotion:
                     self.styles.set_style(styles[i])
                     self.set_mode("styles")
 
-    def metrics(self, floor: float) -> dict:
+    def metrics(self, floor: float | None = None) -> dict:
+        """The run's trajectory following, heading, skating against ``floor`` (m; default
+        :func:`toe_floor` of the controller's database) and timing."""
+        if not self.log:
+            return {"frames": 0}
+        floor = toe_floor(self.ctl.db) if floor is None else floor
         rp = np.array([r[0] for r in self.log])
         rd = np.array([r[1] for r in self.log])
         sp = np.array([r[2] for r in self.log])
@@ -535,7 +541,6 @@ def programs(args: argparse.Namespace) -> list[tuple[str, Locomotion]]:
 
     from kinema.control.retrieval import evaluate
     from kinema.control.retrieval.controller import MODES, RetrievalController
-    from kinema.control.retrieval.metrics import joint_positions
 
     checkpoint, baseline = pick_models(args)
     db = evaluate.cached_database(checkpoint, args.cache, args.data)
@@ -556,8 +561,7 @@ def programs(args: argparse.Namespace) -> list[tuple[str, Locomotion]]:
         if args.controller not in ("all",):
             program.set_mode(args.controller)
         return [("interactive", program)]
-    toes = [db.roles["left_toe"], db.roles["right_toe"]]
-    floor = float(np.percentile(joint_positions(db, db.pose)[:, toes, 1], 5)) + 0.025
+    floor = toe_floor(db)
     styles, schedule = load_styles(args) if args.controller == "styles" else (None, [])
     args.schedule = schedule
     out = []
@@ -569,9 +573,18 @@ def programs(args: argparse.Namespace) -> list[tuple[str, Locomotion]]:
     return out
 
 
+def toe_floor(db) -> float:
+    """The height (m) under which a toe counts as on the floor for skating: the 5th
+    percentile of the database's toe heights plus 2.5 cm."""
+    from kinema.control.retrieval.metrics import joint_positions
+    toes = [db.roles["left_toe"], db.roles["right_toe"]]
+    return float(np.percentile(joint_positions(db, db.pose)[:, toes, 1], 5)) + 0.025
+
+
 class _ControllerRun(Locomotion):
     """One headless run: the shared controller switched to ``mode`` at the start, metrics
-    against ``floor``, and per drawn frame the camera and the hips' pixel."""
+    against ``floor``, and per drawn frame the camera, the hips' pixel, the share of the drawn
+    joints inside the image and their pixel box (x0, y0, x1, y1)."""
 
     def __init__(self, controller, mode: str, floor: float, **options) -> None:
         super().__init__(controller, **options)
@@ -590,10 +603,14 @@ class _ControllerRun(Locomotion):
             return
         hips = self.hips()
         px, _, visible = renderer.project(hips)
+        joints = self.styles.joint_positions() if self.styling else self.shown_pose()[1]
+        jpx, _, jvis = renderer.project(joints)
         cam = renderer.camera.camera
         self.views.append({"frame": self.frame - 1, "camera_position": cam.position.tolist(),
                            "camera_target": cam.target.tolist(), "hips": hips.tolist(),
-                           "hips_px": px.tolist(), "hips_visible": bool(visible)})
+                           "hips_px": px.tolist(), "hips_visible": bool(visible),
+                           "joints_visible": float(np.mean(jvis)),
+                           "joints_box_px": [*jpx.min(0).tolist(), *jpx.max(0).tolist()]})
 
     def metrics(self, floor: float | None = None) -> dict:
         m = super().metrics(self.floor if floor is None else floor)

@@ -152,6 +152,7 @@ class MatchingProgram:
         self.actor = Actor(_skeleton(db))
         self.comp = MotionMatchingComponent(self.controller, self.actor)
         _ = db.index  # build the search structure before the clock starts
+        self.view = None   # the camera framing the character (first drawn frame)
 
     def start(self, app) -> None:
         ent = app.scene.create_entity("character")
@@ -162,11 +163,10 @@ class MatchingProgram:
 
     def draw(self, renderer) -> None:
         out = self.comp.output
-        cam = getattr(renderer, "camera", None)
-        if out is None or cam is None:
+        if out is None:
             return
-        target = out.root_position + np.array([0.0, 1.0, 0.0])
-        cam.set_fixed(target + np.array([3.0, 1.5, -4.0]), target)
+        from kinema.render.camera import frame_subject  # a renderer exists: raylib is there
+        self.view = frame_subject(renderer, self.view, out.positions, yaw=float(np.arctan2(3.0, -4.0)))
 
     def gui(self, ui) -> None:
         r = self.comp.records

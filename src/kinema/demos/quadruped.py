@@ -65,6 +65,7 @@ class DogProgram:
         self.c, self.character, self.commands = controller, character, commands
         self.gait, self.heading = (commands[0][1], commands[0][2]) if commands else ("trot", 0.0)
         self.frame = 0
+        self.view = None   # the camera framing the dog (first drawn frame)
         self.poses: list[np.ndarray] = []
         self.gaits: list[str] = []
         self.headings: list[float] = []
@@ -117,9 +118,12 @@ class DogProgram:
         hips = pos[0] * np.array([1, 0, 1])
         d = _direction(self.heading)
         renderer.draw_arrow(hips + [0, 0.02, 0], hips + [d[0] * 0.8, 0.02, d[1] * 0.8], (0.2, 0.5, 1.0, 1.0))
-        cam = getattr(renderer, "camera", None)
-        if cam is not None:
-            cam.set_fixed(hips + np.array([1.6, 1.2, 2.2]), hips + np.array([0.0, 0.35, 0.0]))
+        from kinema.render.camera import frame_subject  # a renderer exists: raylib is there
+        first = self.view is None and self.character is not None
+        box = np.subtract(*self.character.bounds()[::-1]) if first else None
+        # sized from the dog's mesh, with room for a galloping dog the camera trails
+        self.view = frame_subject(renderer, self.view, pos, box=box, yaw=float(np.arctan2(1.6, 2.2)), pitch=0.3,
+                                  scale=1.3)
 
     def gui(self, ui) -> None:
         ui.lines("quadruped", [f"gait {self.gait} (1-4)  heading {self.heading:.0f} deg",

@@ -34,6 +34,7 @@ class StyleProgram:
         self.poses: list[np.ndarray] = []
         self.styles_shown: list[str] = []
         self.pose = player.pose()
+        self.view = None   # the camera framing the walker (first drawn frame)
 
     def start(self, app) -> None:
         self.app = app
@@ -61,10 +62,8 @@ class StyleProgram:
     def draw(self, renderer) -> None:
         rot, pos = self.pose
         renderer.draw_body(pos, self.player.lib.skeleton.parents, color=(0.35, 0.55, 0.85, 1.0), thickness=0.5)
-        hips = pos[self.player.hips] * np.array([1, 0, 1])
-        cam = getattr(renderer, "camera", None)
-        if cam is not None:
-            cam.set_fixed(hips + np.array([3.2, 1.6, 3.6]), hips + np.array([0.0, 0.9, 0.0]))
+        from kinema.render.camera import frame_subject  # a renderer exists: raylib is there
+        self.view = frame_subject(renderer, self.view, pos, yaw=float(np.arctan2(3.2, 3.6)))
 
     def gui(self, ui) -> None:
         styles = self.player.lib.styles

@@ -3,8 +3,8 @@ as a VR headset and two controllers give them).
 
 The tracked points are replayed from a held-out LaFAN1 take (never seen in training); a
 small MLP (``models/tracking_lafan1.safetensors``, :mod:`kinema.control.tracking`)
-reconstructs every joint. The window shows the prediction (skinned when the LaFAN1
-character is in the data folder) with the tracked points as red spheres, the ground truth
+reconstructs every joint. The window shows the prediction (the skinned LaFAN1 character
+from the data folder, else the bundled Geno retargeted) with the tracked points as red spheres, the ground truth
 1.2 m to its right (green), and the error. Headless (``--headless --frames N --out DIR``)
 writes ``metrics.json`` (mean per-joint position error of the model and of a mean-pose
 baseline, per joint, tracked points) and ``tracking.mp4`` when an OpenGL context exists.
@@ -22,9 +22,9 @@ import numpy as np
 
 import kinema.io
 from kinema.control import tracking as tp
-from kinema.data import optional_path, require_path
-from kinema.io.character_bin import load_character
+from kinema.data import optional_path, require_path, sample_path
 from kinema.motion import Motion
+from kinema.retargeting import fit
 from kinema.serve import ServedClip
 from kinema.serve.clip import character_pose
 
@@ -71,22 +71,15 @@ class TrackingProgram:
     def __init__(self, result: dict, character=None, clip: str = "", checkpoint: str = "") -> None:
         self.r, self.character, self.clip, self.checkpoint = result, character, clip, checkpoint
         self.frame = 0
+        self.view = None   # the camera framing prediction and truth (first drawn frame)
         self.errors: list[float] = []
         self.parents = np.asarray(result["motion"].parents)
-        if character is not None:
+        if character is not None:   # retargeted when the character's skeleton is not LaFAN1's
             m = Motion.from_global(result["motion"].skeleton, tp.FPS, result["rotations"], result["positions"])
-            self.char_pose = character_pose(character, m)
+            self.char_pose = character_pose(character, fit(m, character))
 
     def start(self, app) -> None:
         self.app = app
-        cam = getattr(app.renderer, "camera", None)
-        if cam is not None:
-            self._aim(cam)
-            cam.snap()
-
-    def _aim(self, cam) -> None:
-        hips = self.r["positions"][self.frame, 0] + SIDE / 2
-        cam.set_fixed(hips + np.array([0.3, 1.0, 3.6], np.float32), hips + np.array([0.0, -0.1, 0.0], np.float32))
 
     def update(self, dt: float) -> None:
         n = len(self.r["positions"])
@@ -102,15 +95,17 @@ class TrackingProgram:
         renderer.draw_body(self.r["truth"][f] + SIDE, self.parents, color=(0.35, 0.75, 0.4, 1.0))
         renderer.draw_sphere(self.r["tracked"][f], 0.06, (0.95, 0.15, 0.15, 1.0))
         renderer.draw_sphere(self.r["tracked"][f] + SIDE, 0.06, (0.95, 0.15, 0.15, 1.0))
-        self._aim(renderer.camera)
+        from kinema.render.camera import frame_subject  # a renderer exists: raylib is there
+        self.view = frame_subject(renderer, self.view, self.r["positions"][f], self.r["truth"][f] + SIDE,
+                                  yaw=float(np.arctan2(0.3, 3.6)), pitch=0.2)
 
     def gui(self, ui) -> None:
         e = self.r["errors"]
+        # top left like every demo's panel, three rows: clear of the two figures the camera centres
         ui.lines("three-point tracking", [
             f"frame {self.frame}  error now {1000 * e['per_frame_m'][self.frame]:.0f} mm",
             f"clip mean {1000 * e['mpjpe_m']:.0f} mm (mean pose {1000 * self.r['baseline']['mpjpe_m']:.0f} mm)",
-            "left: prediction + tracked points (red)", "right: ground truth"],
-              x=max(10, getattr(self.app, "width", 960) - 370))
+            "left: prediction, tracked points red  right: truth"])
 
     def metrics(self) -> dict:
         e, names = self.r["errors"], self.r["motion"].joint_names
@@ -124,11 +119,10 @@ class TrackingProgram:
 
 
 def _character():
+    """The LaFAN1 character, else the bundled Geno (retargeted from the LaFAN1 prediction)."""
     path = optional_path("characters", "lafan1_character", "character.bin", what="the LaFAN1 character",
-                         instead="a procedural body")
-    if path is None:
-        return None
-    return load_character(path)
+                         instead="the bundled Geno, retargeted")
+    return kinema.io.load_character(path if path is not None else sample_path("geno", "geno.glb"))
 
 
 def programs(args: argparse.Namespace) -> list[tuple[str, TrackingProgram]]:

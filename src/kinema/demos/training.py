@@ -77,14 +77,11 @@ class AnticipationProgram:
         self.clip, self.horizon, self.fps = clip, horizon, fps
         self.frame = 0
         self.sample = split
+        self.view = None   # the camera framing the three figures (first drawn frame)
         self.t0 = time.perf_counter()
 
     def start(self, app) -> None:
         self.t0 = time.perf_counter()
-        cam = getattr(app.renderer, "camera", None)
-        if cam is not None:
-            cam.set_fixed([2.5, 1.6, 3.0], [0.0, 0.9, 0.0])
-            cam.snap()
 
     def on_stop(self) -> None:
         """The last loss plot and the trained model (``out/loss.png``, ``out/model.safetensors``)."""
@@ -136,6 +133,10 @@ class AnticipationProgram:
         renderer.draw_skeleton(self.y[self.sample, -1].reshape(j, 3).astype(np.float32), self.parents,
                                color=(0.3, 0.9, 0.4, 1.0), width=3.0)
         renderer.draw_skeleton(pred.astype(np.float32), self.parents, color=(1.0, 0.6, 0.2, 1.0), width=3.0)
+        from kinema.render.camera import frame_subject  # a renderer exists: raylib is there
+        # the pose and its true future (not the prediction: an untrained one may be anywhere); in place: closer
+        self.view = frame_subject(renderer, self.view, now, self.y[self.sample, -1].reshape(j, 3),
+                                  yaw=float(np.arctan2(2.5, 3.0)), scale=0.85)
 
 
 def programs(args: argparse.Namespace) -> list[tuple[str, AnticipationProgram]]:

@@ -83,14 +83,10 @@ class Clip:
         e.checker_size, e.ssao_radius = base.checker_size * k, base.ssao_radius * k
 
     def fit_camera(self, rig) -> None:
-        """Scale the camera rig to the figure: orbit and follow distances, clip planes and
-        the fixed view all grow with :attr:`size` (a person in metres, a dog, the Khronos
-        fox some 100 units long), so the default camera frames it."""
-        size = self.size
-        rig.distance = float(np.clip(2.6 * size, 0.5, 5000.0))
-        rig.follow_distance, rig.follow_height = float(np.clip(2.2 * size, 0.5, 4000.0)), 0.5 * size
-        rig.near = 0.05 * max(1.0, size / 2.0)
-        rig.far = float(max(200.0, 60.0 * size))
+        """Scale the camera rig to the figure (:func:`kinema.render.camera.fit_rig` with
+        :attr:`size`), so the default camera frames it."""
+        from kinema.render.camera import fit_rig
+        fit_rig(rig, self.size)
 
     @property
     def num_frames(self) -> int:

@@ -24,6 +24,7 @@ import pyray as rl
 
 ROW = 24
 PAD = 6
+MARGIN = 6   # pixels kept between a panel and the image's edge
 
 
 def _color(c) -> rl.Color:
@@ -75,13 +76,39 @@ class Ui:
         return any(x <= m.x <= x + w and y <= m.y <= y + h for x, y, w, h in self._last_panels)
 
     # ------------------------------------------------------------------ layout
+    def place(self, x: float, y: float, width: float, height: float) -> tuple[float, float]:
+        """Where a panel asked for at ``(x, y)`` goes: moved left to fit the image's width,
+        and below every panel already drawn this frame that it would overlap (panels of
+        several parts of a program, or of the engine's profiler, never cover one another)."""
+        screen_w = float(getattr(self.renderer, "width", 0) or 0)
+        if screen_w > 0:
+            x = max(MARGIN, min(x, screen_w - width - MARGIN))
+        moved = True
+        while moved:
+            moved = False
+            for px, py, pw, ph in self._panels:
+                if x < px + pw and px < x + width and y < py + ph and py < y + height:
+                    y, moved = py + ph + PAD, True
+        return x, y
+
+    def fit_width(self, texts, width: float) -> float:
+        """``width``, widened to hold the widest of ``texts`` in a panel row, at most the
+        image's width less the margins."""
+        font, spacing = rl.gui_get_font(), float(rl.gui_get_style(rl.DEFAULT, rl.TEXT_SPACING))
+        need = max((rl.measure_text_ex(font, str(t), float(self.font_size), spacing).x for t in texts), default=0.0)
+        width = max(float(width), need + 2 * PAD + 8)
+        screen_w = float(getattr(self.renderer, "width", 0) or 0)
+        return min(width, screen_w - 2 * MARGIN) if screen_w > 0 else width
+
     @contextmanager
     def panel(self, title: str, x: float = 10, y: float = 40, width: float = 240, height: float | None = None):
         """A titled panel; widgets inside without a rect stack in rows.
 
-        With ``height`` None the panel fits the rows it held last frame.
+        With ``height`` None the panel fits the rows it held last frame. The panel is
+        placed by :meth:`place` (inside the image, clear of the panels drawn before it).
         """
         h = height if height is not None else self._heights.get(title, ROW + 2 * PAD)
+        x, y = self.place(x, y, width, h)
         rl.gui_panel(rl.Rectangle(float(x), float(y), float(width), float(h)), str(title))
         self._cursor = [x + PAD, y + ROW + PAD, width - 2 * PAD]
         try:
@@ -92,8 +119,9 @@ class Ui:
             self._cursor = None
 
     def lines(self, title: str, lines: list[str], x: float = 10, y: float = 40, width: float = 360) -> None:
-        """A titled panel holding one label per line of text."""
-        with self.panel(title, x=x, y=y, width=width):
+        """A titled panel holding one label per line of text, as wide as its longest line
+        needs (within the image)."""
+        with self.panel(title, x=x, y=y, width=self.fit_width([title, *lines], width)):
             for line in lines:
                 self.label(line)
 
