@@ -56,3 +56,30 @@ def test_ctrl_c_saves_one_line_then_resume_writes_the_loss_curve(tmp_path):
     # not white background, black text or grey grid
     coloured = (np.ptp(img[..., :3].astype(int), axis=-1) > 60).mean()
     assert coloured > 0.003
+
+
+def test_tensorboard_logs_beside_the_checkpoint(tmp_path):
+    """With tensorboard installed, ``kinema train`` writes the history it records in the
+    checkpoint as TensorBoard scalars (train/loss and every validation number, per step)."""
+    import pytest
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from kinema.cli.main import main
+    from kinema.nn.checkpoint import read_metadata
+
+    out = tmp_path / "tiny.safetensors"
+    assert main(["train", str(CONFIG), "--out", str(out)]) == 0
+    logs = out.with_suffix(".tensorboard")
+    events = EventAccumulator(str(logs))
+    events.Reload()
+    epochs = read_metadata(out)["history"]["epochs"]
+    loss = events.Scalars("train/loss")
+    assert [e.step for e in loss] == [r["step"] for r in epochs]
+    np.testing.assert_allclose([e.value for e in loss], [r["train_loss"] for r in epochs], rtol=1e-6)
+    val = "fr_with" if "fr_with" in epochs[0] else "fr_without"
+    np.testing.assert_allclose([e.value for e in events.Scalars(f"validation/{val}")], [r[val] for r in epochs],
+                               rtol=1e-6)
+    # a second run replaces the first's events (no doubled curves)
+    assert main(["train", str(CONFIG), "--out", str(out)]) == 0
+    assert len(list(logs.glob("events.out.tfevents.*"))) == 1

@@ -33,10 +33,37 @@ def run(args: argparse.Namespace) -> int:
         return 130
     h = meta["history"]
     curve = plot_history(h["epochs"], path.with_suffix(".loss.png"))
+    logs = write_tensorboard(h["epochs"], path.with_suffix(".tensorboard"))
     print(f"wrote {path} (database {meta['fingerprint']}, {meta['parameters']['total']:,} parameters, "
-          f"{meta['train_seconds']:.0f} s) and its loss curve {curve}; best epoch {h['best']['epoch']}: "
-          f"{json.dumps(h['best'])}")
+          f"{meta['train_seconds']:.0f} s) and its loss curve {curve}"
+          + (f" and TensorBoard logs {logs}" if logs is not None else "")
+          + f"; best epoch {h['best']['epoch']}: {json.dumps(h['best'])}")
     return 0
+
+
+def write_tensorboard(epochs: list[dict], logdir: Path) -> Path | None:
+    """The training history as TensorBoard scalars in ``logdir`` (``tensorboard --logdir
+    DIR``), against the training step: ``train/loss`` and ``validation/<key>`` for every
+    number a validation recorded (free-running errors, rates, ...), plus ``train/epoch``.
+    Events of an earlier run in ``logdir`` are replaced. Returns ``logdir``, or None (and
+    writes nothing) when the ``tensorboard`` package is not installed."""
+    import importlib.util
+    if importlib.util.find_spec("tensorboard") is None:
+        return None
+    from torch.utils.tensorboard import SummaryWriter
+
+    logdir.mkdir(parents=True, exist_ok=True)
+    for old in logdir.glob("events.out.tfevents.*"):
+        old.unlink()
+    with SummaryWriter(str(logdir)) as writer:
+        for rec in epochs:
+            step = int(rec["step"])
+            for key, value in rec.items():
+                if key in ("step", "seconds") or isinstance(value, bool) or not isinstance(value, (int, float)):
+                    continue
+                tag = {"train_loss": "train/loss", "epoch": "train/epoch"}.get(key, f"validation/{key}")
+                writer.add_scalar(tag, float(value), step)
+    return logdir
 
 
 def plot_history(epochs: list[dict], path: Path) -> Path:
