@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -30,9 +29,9 @@ COUNTS = {"bvh": 60, "glb": 50, "gltf": 40, "npz": 60, "safetensors": 50, "datab
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forks children and reads /proc")
 def test_mutants_of_every_format_fail_cleanly(tmp_path):
     fuzz = _fuzz_module()
-    t0 = time.perf_counter()
+    # each mutant is its own child with a 20-s hang timeout (counted as "hang" below); the
+    # total time is no assertion: it measures the machine's load, not the loaders
     tallies = fuzz.fuzz(COUNTS, seed=18, timeout=20.0, workdir=tmp_path)
-    elapsed = time.perf_counter() - t0
     report = fuzz.table(tallies)
     for fmt, t in tallies.items():
         assert sum(t.counts.values()) == COUNTS[fmt]
@@ -43,7 +42,6 @@ def test_mutants_of_every_format_fail_cleanly(tmp_path):
     loaded = sum(t.counts["loaded"] for t in tallies.values())
     assert loaded > 0, report                            # and some stay valid files
     assert {"bvh", "glb", "gltf", "npz", "safetensors", "database"} <= set(tallies)
-    assert elapsed < 120, f"fuzz took {elapsed:.0f} s"
 
 
 def test_hostile_uri_mutants_are_refused_not_read(tmp_path):
