@@ -61,7 +61,7 @@ class DogController:
         fdir = np.stack([np.sin(yaws - self.yaw), np.cos(yaws - self.yaw)], -1)
         raw = db.features[self.index] / db.weights.clip(1e-9) * db.std + db.mean          # current pose features
         raw = raw.astype(np.float64)
-        raw[0:6], raw[6:12] = fut.ravel(), fdir.ravel()
+        raw[db.feature_set.joystick] = np.concatenate([fut.ravel(), fdir.ravel()])
         return ((raw - db.mean) / db.std * db.weights).astype(np.float32)
 
     def _search(self, direction: np.ndarray, gait: str) -> None:

@@ -14,7 +14,9 @@
   and right foot positions, foot velocities, hip velocity (all in root space), future root
   positions (x, z) and facing directions (x, z) at ``trajectory_frames`` ahead in the
   current root's space, clamped to the clip's last frame; with ``config.pose_joints`` the
-  root-space positions of those joints come before the trajectory. Each group is centred per
+  root-space positions of those joints come before the trajectory. The groups are declared
+  once in :func:`kinema.matching.features.biped_features`; rows and the runtime query
+  (:meth:`Database.features_from_pose`) both compute them from it. Each group is centred per
   dimension and divided by (mean std of its dimensions) / weight, so a group's weight is
   its share of the squared-distance cost.
 
@@ -54,6 +56,7 @@ from kinema.features.trajectory import quat_to_sixd, root_trajectory
 from kinema.io.validate import check_fps, check_npz_members, parse_json
 from kinema.limits import DEFAULT, Limits
 from kinema.matching.config import DatabaseConfig
+from kinema.matching.features import FeatureInputs, FeatureSet, biped_features
 from kinema.matching.search import Exclusion, SearchIndex
 
 FORMAT_VERSION = 1
@@ -91,25 +94,6 @@ def source_from_motion(motion, name: str | None = None) -> Source:
     return Source(motion, name or motion.name or "clip", h.hexdigest())
 
 
-def feature_layout(config: DatabaseConfig) -> list[tuple[str, int, int, float]]:
-    """Feature groups as (name, start, stop, weight), in column order."""
-    t = 2 * len(config.trajectory_frames)
-    groups = [("left_foot_position", 3, config.foot_position_weight),
-              ("right_foot_position", 3, config.foot_position_weight),
-              ("left_foot_velocity", 3, config.foot_velocity_weight),
-              ("right_foot_velocity", 3, config.foot_velocity_weight),
-              ("hip_velocity", 3, config.hip_velocity_weight)]
-    if config.pose_joints:
-        groups.append(("pose_joint_positions", 3 * len(config.pose_joints), config.pose_joint_weight))
-    groups += [("trajectory_position", t, config.trajectory_position_weight),
-              ("trajectory_direction", t, config.trajectory_direction_weight)]
-    out, start = [], 0
-    for name, width, weight in groups:
-        out.append((name, start, start + width, float(weight)))
-        start += width
-    return out
-
-
 def pose_layout(num_joints: int) -> list[tuple[str, int, int]]:
     """Pose vector segments as (name, start, stop)."""
     j = num_joints
@@ -133,10 +117,9 @@ def clip_rows(motion, config: DatabaseConfig) -> dict[str, np.ndarray]:
     """
     sk = motion.skeleton
     try:
-        feet = [sk.index(config.left_foot), sk.index(config.right_foot)]
+        for j in (config.left_foot, config.right_foot, config.hips, *config.pose_joints):
+            sk.index(j)
         toes = [sk.index(config.left_toe), sk.index(config.right_toe)]
-        hips = sk.index(config.hips)
-        extra = [sk.index(j) for j in config.pose_joints]
     except KeyError as e:
         raise KinemaError(f"clip {motion.name!r}: {e.args[0]} (set the joint names in the database config)") from None
     fps = float(motion.fps)
@@ -153,10 +136,9 @@ def clip_rows(motion, config: DatabaseConfig) -> dict[str, np.ndarray]:
     pose = np.concatenate([pos_rs.reshape(f, -1), rot_rs.reshape(f, -1), vel_rs.reshape(f, -1),
                            root_vel, root_ang], axis=1).astype(np.float32)
     traj = root_trajectory(root, list(config.trajectory_frames), fps)
-    raw = np.concatenate([
-        pos_rs[:, feet[0]], pos_rs[:, feet[1]], vel_rs[:, feet[0]], vel_rs[:, feet[1]], vel_rs[:, hips],
-        pos_rs[:, extra].reshape(f, -1), traj.positions[:, :, [0, 2]].reshape(f, -1), traj.directions[:, :, [0, 2]].reshape(f, -1),
-    ], axis=1).astype(np.float32)
+    joystick = np.concatenate([traj.positions[:, :, [0, 2]].reshape(f, -1),
+                               traj.directions[:, :, [0, 2]].reshape(f, -1)], axis=1)
+    raw = biped_features(config).compute(FeatureInputs(sk.names, pos_rs, vel_rs, joystick))
     contact = contact_labels(gpos, fps, toes, height_threshold=config.contact_height,
                              speed_threshold=config.contact_speed, filter_size=config.contact_filter)
     return {"pose": pose, "contacts": contact, "raw_features": raw,
@@ -228,8 +210,13 @@ class Database:
         return 1.0 / self.fps
 
     @property
+    def feature_set(self) -> FeatureSet:
+        """The feature groups of :attr:`features` (:mod:`kinema.matching.features`)."""
+        return biped_features(self.config)
+
+    @property
     def feature_layout(self) -> list[tuple[str, int, int, float]]:
-        return feature_layout(self.config)
+        return self.feature_set.layout
 
     @property
     def pose_layout(self) -> list[tuple[str, int, int]]:
@@ -280,12 +267,12 @@ class Database:
         """(N, 4 T) raw trajectory features of every row: future root positions (x, z) then
         facing directions (x, z) at ``config.trajectory_frames`` in the row's root space
         (the joystick request of a controller)."""
-        return self.raw_features[:, self.trajectory_start:]
+        return self.raw_features[:, self.feature_set.joystick]
 
     @property
     def trajectory_start(self) -> int:
-        """First feature column of the trajectory (the last groups of every layout)."""
-        return {g[0]: g[1] for g in self.feature_layout}["trajectory_position"]
+        """First feature column of the trajectory (the joystick groups, last in every layout)."""
+        return self.feature_set.joystick.start
 
     def features_from_pose(self, pose: np.ndarray, trajectory: np.ndarray) -> np.ndarray:
         """Raw matching features (..., D) of pose vectors (..., P) and trajectory requests
@@ -296,12 +283,7 @@ class Database:
         lead = pose.shape[:-1]
         pos = pose[..., lay["joint_positions"][0]:lay["joint_positions"][1]].reshape(*lead, j, 3)
         vel = pose[..., lay["joint_velocities"][0]:lay["joint_velocities"][1]].reshape(*lead, j, 3)
-        r = self.roles
-        feet = [r["left_foot"], r["right_foot"]]
-        extra = [self.joint_names.index(n) for n in self.config.pose_joints]
-        return np.concatenate([pos[..., feet, :].reshape(*lead, 6), vel[..., feet, :].reshape(*lead, 6),
-                               vel[..., r["hips"], :], pos[..., extra, :].reshape(*lead, 3 * len(extra)),
-                               trajectory], -1).astype(np.float32)
+        return self.feature_set.compute(FeatureInputs(self.joint_names, pos, vel, trajectory))
 
     # -- features and search -------------------------------------------------------------
     def normalise(self, raw: np.ndarray) -> np.ndarray:
@@ -456,7 +438,7 @@ def _check_arrays(data: dict[str, np.ndarray], meta: dict, config: DatabaseConfi
     """Shapes consistent with the config, skeleton and clips; ranges in order; values finite."""
     j, c = len(meta["joint_names"]), len(meta["clip_names"])
     n = data["features"].shape[0] if data["features"].ndim == 2 else -1
-    d = feature_layout(config)[-1][2]
+    d = biped_features(config).width
     want = {"features": (n, d), "raw_features": (n, d), "feature_mean": (d,), "feature_scale": (d,),
             "pose": (n, 12 * j + 6), "contacts": (n, 2), "root_positions": (n, 3), "root_directions": (n, 3),
             "ranges": (c, 2), "parents": (j,), "offsets": (j, 3), "clip_mirrored": (c,)}
@@ -562,7 +544,7 @@ def build_database(sources: Iterable[Source | object], config: DatabaseConfig | 
     stops = np.cumsum(lengths)
     ranges = np.stack([stops - lengths, stops], axis=1)
     cat = _concatenate_freeing(parts)
-    layout = feature_layout(config)
+    layout = biped_features(config).layout
     mean, scale = normalisation(cat["raw_features"], layout)
     feats = cat["raw_features"] - mean
     feats /= scale

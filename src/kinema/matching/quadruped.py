@@ -1,6 +1,7 @@
-"""The MANN dog's motion-matching database (Zhang et al. 2018): gait labels measured from
-the footfall pattern as a feature group beside trajectory, paws and hips, a search mask
-per gait (:attr:`Database.valid`, :attr:`Database.gait`); the controller that plays it is
+"""The MANN dog's motion-matching database (Zhang et al. 2018): trajectory, paw and hip
+feature groups declared with :mod:`kinema.matching.features` (:func:`dog_features`), and
+gait labels measured from the footfall pattern as a search mask per gait
+(:attr:`Database.valid`, :attr:`Database.gait`); the controller that plays it is
 :class:`kinema.control.quadruped.DogController`.
 
 Gaits from footfalls: over a 1 s window the correlations of the four paws' heights tell
@@ -26,6 +27,7 @@ from kinema.data import require_path
 from kinema.errors import KinemaError
 from kinema.features.contacts import contacts as paw_contacts
 from kinema.features.root import Root, RootConfig, compute_root, to_root_space, vectors_to_root_space
+from kinema.matching.features import FeatureGroup, FeatureInputs, FeatureSet, trajectory_groups
 from kinema.maths import angles, quat
 
 FPS = 30.0
@@ -158,21 +160,37 @@ class Database:
     def num_frames(self) -> int:
         return int(len(self.gait))
 
+    @property
+    def feature_set(self) -> FeatureSet:
+        """The groups of :attr:`features` (:func:`dog_features`)."""
+        return dog_features(self.skeleton.names[0])
 
-def clip_features(g_pos: np.ndarray, root: Root, paws: list[int]) -> np.ndarray:
-    """(F, 6 + 6 + 12 + 12 + 3) raw features: future root positions and directions (x, z) in
-    root space at ``FUTURE`` (clamped at the clip end), paw positions and velocities, hips velocity."""
-    f = len(g_pos)
+
+def _joystick(root: Root) -> np.ndarray:
+    """(F, 12) future root positions (x, z) then facing directions (x, z) in root space at
+    ``FUTURE`` frames ahead, clamped at the clip's last frame."""
+    f = root.num_frames
     idx = np.minimum(np.arange(f)[:, None] + np.asarray(FUTURE)[None], f - 1)
     fut = to_root_space(root, root.positions[idx])[..., [0, 2]].reshape(f, -1)
     fdir = vectors_to_root_space(root, root.directions[idx])[..., [0, 2]].reshape(f, -1)
-    paw = to_root_space(root, g_pos[:, paws]).reshape(f, -1)
-    vel = vectors_to_root_space(root, np.gradient(g_pos[:, paws], axis=0) * FPS).reshape(f, -1)
-    hv = vectors_to_root_space(root, np.gradient(g_pos[:, 0], axis=0) * FPS)
-    return np.concatenate([fut, fdir, paw, vel, hv], -1)
+    return np.concatenate([fut, fdir], -1)
 
 
-GROUPS = ((0, 6, 1.0), (6, 12, 1.5), (12, 24, 0.75), (24, 36, 1.0), (36, 39, 1.0))   # (start, end, weight)
+def feature_inputs(g_pos: np.ndarray, root: Root, skeleton) -> FeatureInputs:
+    """What the dog's feature groups read from a take: root-space joint positions, their
+    velocities (central differences at ``FPS``) and the future trajectory."""
+    vel = np.gradient(g_pos, axis=0) * FPS
+    return FeatureInputs(skeleton.names, to_root_space(root, g_pos), vectors_to_root_space(root, vel), _joystick(root))
+
+
+def dog_features(hips: str) -> FeatureSet:
+    """The dog's groups: the joystick first (``trajectory_position`` 6, weight 1;
+    ``trajectory_direction`` 6, weight 1.5), then ``paw_positions`` (12, 0.75),
+    ``paw_velocities`` (12, 1) and ``hip_velocity`` (3, 1) of joint ``hips``."""
+    return FeatureSet((*trajectory_groups(len(FUTURE), 1.0, 1.5),
+                       FeatureGroup("paw_positions", 3 * len(PAWS), 0.75, lambda x: x.position(*PAWS)),
+                       FeatureGroup("paw_velocities", 3 * len(PAWS), 1.0, lambda x: x.velocity(*PAWS)),
+                       FeatureGroup("hip_velocity", 3, 1.0, lambda x: x.velocity(hips))))
 
 
 def build_database(paths, mirror: bool = True) -> Database:
@@ -190,6 +208,7 @@ def build_database(paths, mirror: bool = True) -> Database:
     paws = [sk.index(n) for n in PAWS]
     cols = {k: [] for k in ("rot", "pos", "hips", "dpos", "dyaw", "feat", "gait", "valid", "next", "contacts", "side")}
     cfg = RootConfig.guess(sk, smoothing="savgol", window=15, order=3)
+    features = dog_features(sk.names[0])
     for m, mirrored in motions:
         g_rot, g_pos = m.global_transforms()
         floor = float(np.percentile(g_pos[:, paws[2:], 1].min(1), 2))    # hind paws rest on the floor
@@ -212,7 +231,7 @@ def build_database(paths, mirror: bool = True) -> Database:
         cols["hips"].append(to_root_space(root, g_pos[:, 0]))
         cols["dpos"].append(step)
         cols["dyaw"].append(dyaw)
-        cols["feat"].append(clip_features(g_pos, root, paws))
+        cols["feat"].append(features.compute(feature_inputs(g_pos, root, sk), np.float64))
         cols["gait"].append(gait)
         v = np.ones(f, bool)
         v[-max(FUTURE):] = False                     # room for the trajectory and for playing on
@@ -226,14 +245,16 @@ def build_database(paths, mirror: bool = True) -> Database:
     mean = feat.mean(0)
     std = np.zeros(feat.shape[1])
     weights = np.zeros(feat.shape[1])
-    for a, b, w in GROUPS:
+    for _name, a, b, w in features.layout:
         std[a:b] = feat[:, a:b].std() + 1e-6          # one scale per group keeps its geometry
         weights[a:b] = w
     gait = np.concatenate(cols["gait"])
     speeds = {}
+    last = {n: b for n, _a, b, _w in features.layout}["trajectory_position"]    # the last sample's (x, z)
     for i, g in enumerate(GAITS):
         rows = feat[gait == i]
-        speeds[g] = float(np.median(np.linalg.norm(rows[:, 4:6], axis=1) / (FUTURE[-1] / FPS))) if len(rows) else 0.0
+        speeds[g] = (float(np.median(np.linalg.norm(rows[:, last - 2:last], axis=1) / (FUTURE[-1] / FPS)))
+                     if len(rows) else 0.0)
     return Database(sk, np.concatenate(cols["rot"]).astype(np.float32), np.concatenate(cols["pos"]).astype(np.float32),
                     np.concatenate(cols["hips"]).astype(np.float32),
                     np.concatenate(cols["dpos"]).astype(np.float32), np.concatenate(cols["dyaw"]).astype(np.float32),
