@@ -52,6 +52,16 @@ def test_resample_up_and_down_reproduces_original_frames():
     np.testing.assert_allclose(np.abs(np.sum(back.rotations * m.rotations, -1)), 1, atol=1e-6)
 
 
+def test_at_fps_resamples_only_when_the_rate_differs():
+    m = make_motion(fps=30.0)
+    assert m.at_fps(30.0) is m and m.at_fps(30.0005) is m       # within the default 1e-3
+    near = m.at_fps(30.0005, tolerance=0)                        # exact: any other rate
+    assert near is not m and near.fps == 30.0005
+    up = m.at_fps(60.0)
+    np.testing.assert_array_equal(up.positions, m.resample(60.0).positions)
+    assert up.fps == 60.0 and up.num_frames == 2 * m.num_frames - 1
+
+
 def test_resample_midpoints_are_slerp_halfway():
     m = make_motion()
     up = m.resample(60)

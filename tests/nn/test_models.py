@@ -2,9 +2,11 @@
 shape/behaviour checks of the layers."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
+from kinema.features.normalisation import Normaliser as Statistics
 from kinema.nn.layers import FiLM, MLPBlock, Normaliser, RMSNorm, gumbel_softmax_st
 from kinema.nn.mamba import Mamba
 from kinema.nn.models import MLP, Autoencoder, CodebookMatching, SequenceMLP, code_perplexity
@@ -151,6 +153,12 @@ def test_layers_basic_behaviour():
     n = Normaliser(6).fit(x)
     assert torch.allclose(n.normalise(x).mean(0), torch.zeros(6), atol=1e-5)
     assert torch.allclose(n.denormalise(n.normalise(x)), x, atol=1e-5)
+    # the same statistics as the NumPy normaliser, both ways (weights folded into std)
+    stats = Statistics.fit(x.numpy(), [("a", 0, 2, 2.0), ("b", 2, 6, 0.5)], fold_weights=False)
+    torch_norm = Normaliser(6).set_statistics(stats)
+    np.testing.assert_allclose(torch_norm.normalise(x).numpy(), stats.normalise(x.numpy()), rtol=1e-5, atol=1e-6)
+    back = torch_norm.statistics()
+    np.testing.assert_allclose(back.normalise(x.numpy()), stats.normalise(x.numpy()), rtol=1e-5, atol=1e-6)
     r = RMSNorm(6)(x)
     assert torch.allclose(r.pow(2).mean(-1), torch.ones(4), atol=1e-3)
     f = FiLM(6, 2)

@@ -32,9 +32,9 @@ from kinema.control import springs
 from kinema.control.footlock import FootLock
 from kinema.control.inertialize import Inertializer, PoseState
 from kinema.control.trajectory import ControlConfig, TrajectoryController
-from kinema.features.root import yaw_rotate
+from kinema.features.root import yaw_quaternions, yaw_rotate
 from kinema.matching.search import Exclusion
-from kinema.maths import quat
+from kinema.maths import angles, quat
 
 
 @dataclass(frozen=True)
@@ -130,13 +130,6 @@ def row_pose_state(db, row: int | np.ndarray) -> PoseState:
     a, _ = layout["root_angular_velocity"]
     ang[..., 1] += np.asarray(p[row, a + 1], np.float64)[..., None]
     return PoseState(pos, vel, rot, ang)
-
-
-def _yaw_quat(d: np.ndarray) -> np.ndarray:
-    """Yaw quaternions (B, 4) of floor directions (B, 3)."""
-    half = 0.5 * np.arctan2(d[:, 0], d[:, 2])
-    zero = np.zeros_like(half)
-    return np.stack([np.cos(half), zero, np.sin(half), zero], -1)
 
 
 def _first(state: PoseState) -> PoseState:
@@ -278,7 +271,7 @@ class MotionMatchingController:
         self._move_root(dt)
         out = self.inertializer.update(self._pose(self.frames), dt)
         world_pos = yaw_rotate(self.root_directions[:, None], out.positions) + self.root_positions[:, None]
-        yaw = _yaw_quat(self.root_directions)[:, None]
+        yaw = yaw_quaternions(self.root_directions)[:, None]
         world_rot = quat.mul(np.broadcast_to(yaw, out.rotations.shape), out.rotations)
         contacts = self.db.contacts[self.frames]
         if cfg.foot_lock:
@@ -365,7 +358,7 @@ class MotionMatchingController:
         self.root_positions = self.root_positions + yaw_rotate(self.root_directions, v_rs) * dt
         animated = self.root_positions.copy()
         self.root_positions[:, 1] = 0
-        ang = np.arctan2(self.root_directions[:, 0], self.root_directions[:, 2]) + yaw_rate * dt
+        ang = angles.yaw(self.root_directions) + yaw_rate * dt
         self.root_directions = _directions(ang)
         return v_rs, yaw_rate, animated, ang
 
@@ -376,7 +369,7 @@ class MotionMatchingController:
         sim = self.trajectory.sim
         sim_pos = sim.position.reshape(self.n, 3)
         sim_dir = sim.direction.reshape(self.n, 3)
-        sim_ang = np.arctan2(sim_dir[:, 0], sim_dir[:, 2])
+        sim_ang = angles.yaw(sim_dir)
         # pull toward the simulation, at most adjust_speed_ratio x the animation's speed (MM)
         speed = np.linalg.norm(v_rs, axis=-1)
         step = springs.damper(self.root_positions, sim_pos, cfg.adjust_halflife, dt) - self.root_positions

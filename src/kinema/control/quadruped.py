@@ -59,10 +59,9 @@ class DogController:
         rel = pos - self.position
         fut = np.stack([c * rel[:, 0] + s * rel[:, 2], c * rel[:, 2] - s * rel[:, 0]], -1)
         fdir = np.stack([np.sin(yaws - self.yaw), np.cos(yaws - self.yaw)], -1)
-        raw = db.features[self.index] / db.weights.clip(1e-9) * db.std + db.mean          # current pose features
-        raw = raw.astype(np.float64)
+        raw = db.normaliser.denormalise(db.features[self.index])          # current pose features
         raw[db.feature_set.joystick] = np.concatenate([fut.ravel(), fdir.ravel()])
-        return ((raw - db.mean) / db.std * db.weights).astype(np.float32)
+        return db.normaliser.normalise(raw)
 
     def _search(self, direction: np.ndarray, gait: str) -> None:
         db = self.db

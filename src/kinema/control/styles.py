@@ -106,7 +106,7 @@ class StyleLibrary:
         for style in styles:
             for path in style_files(style, actions, root):
                 m = kinema.io.load(path)
-                m = m.resample(FPS) if abs(m.fps - FPS) > 1e-3 else m
+                m = m.at_fps(FPS)
                 if m.num_frames < MIN_FRAMES:          # e.g. walk_normal_002: one second
                     continue
                 skeleton = skeleton or m.skeleton

@@ -146,8 +146,7 @@ def make_windows(motions, facing_axis, tracked_names=TRACKED) -> Windows:
     xs, ys, ids = [], [], []
     start = max(HISTORY)
     for i, m in enumerate(motions):
-        if abs(m.fps - FPS) > 1e-3:
-            m = m.resample(FPS)
+        m = m.at_fps(FPS)
         tracked = np.array([m.skeleton.index(n) for n in tracked_names])
         g_rot, g_pos = m.global_transforms()
         root = head_root(g_rot, g_pos, tracked[0], facing_axis)
@@ -206,7 +205,7 @@ class Tracker:
         import torch
         if motion.joint_names != self.joint_names:
             raise KinemaError(f"{motion.name}: joints differ from the tracker's ({len(self.joint_names)} LaFAN1 joints)")
-        m = motion.resample(FPS) if abs(motion.fps - FPS) > 1e-3 else motion
+        m = motion.at_fps(FPS)
         tracked = np.array([m.skeleton.index(n) for n in self.tracked_names])
         g_rot, g_pos = m.global_transforms()
         root = head_root(g_rot, g_pos, tracked[0], self.facing_axis)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kinema.control import springs
-from kinema.maths import quat
+from kinema.maths import angles, quat
 
 _UP = np.array([0.0, 1.0, 0.0])
 
@@ -66,7 +66,7 @@ def _direction_yaw(d: np.ndarray) -> np.ndarray:
     """Yaw (...) float64 of floor directions (..., 3) (float32 directions: the float32
     angle, widened)."""
     d = np.asarray(d)
-    return np.arctan2(d[..., 0], d[..., 2]).astype(np.float64)
+    return angles.yaw(d).astype(np.float64)
 
 
 def stick_to_world(stick: np.ndarray, frame_yaw: float | np.ndarray) -> np.ndarray:

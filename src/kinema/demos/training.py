@@ -148,8 +148,7 @@ def programs(args: argparse.Namespace) -> list[tuple[str, AnticipationProgram]]:
     torch.set_num_threads(min(2, torch.get_num_threads()))
     clip = args.clip or default_clip()
     motion = kinema.io.load(clip)
-    if abs(motion.fps - args.fps) > 1e-6:
-        motion = motion.resample(args.fps)
+    motion = motion.at_fps(args.fps, tolerance=1e-6)
     x, y, _ = make_samples(motion.global_positions(), args.fps, args.horizon)
     split = int(0.8 * len(x))
     xt, yt = torch.from_numpy(x[:split]), torch.from_numpy(y[:split])

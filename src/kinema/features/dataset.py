@@ -28,6 +28,7 @@ from kinema.errors import KinemaError
 from kinema.features.calibration import calibration_frames
 from kinema.features.contacts import contacts as contact_labels
 from kinema.features.contacts import local_phases
+from kinema.features.normalisation import Normaliser
 from kinema.features.root import JointRef, RootConfig, compute_root, finite_difference, resolve_joint, yaw_rotate
 from kinema.features.trajectory import TimeSeries, quat_to_sixd, sample_indices, sixd_to_root_space
 
@@ -181,7 +182,7 @@ def _load(path: Path, spec: FeatureSpec, load_options: dict):
     motion = kinema.io.load(path, **load_options)
     if spec.trim_calibration:
         motion = motion[calibration_frames(motion):]
-    return motion if motion.fps == spec.fps else motion.resample(spec.fps)
+    return motion.at_fps(spec.fps, tolerance=0)
 
 
 def _clip_job(item, setup: _Setup) -> list[tuple[str, bool, dict[str, np.ndarray]]]:
@@ -301,27 +302,35 @@ def _subset_map(mirror_map: np.ndarray, joints: np.ndarray) -> list[int] | None:
 
 @dataclass
 class Normalisation:
-    """Per-dimension mean and std of each feature group: ``{group: (D,) array}``."""
+    """A per-dimension :class:`~kinema.features.normalisation.Normaliser` for each feature
+    group: ``{group: Normaliser}``, saved as ``<group>/mean`` and ``<group>/std``."""
 
-    mean: dict[str, np.ndarray] = field(default_factory=dict)
-    std: dict[str, np.ndarray] = field(default_factory=dict)
+    groups: dict[str, Normaliser] = field(default_factory=dict)
+
+    @property
+    def mean(self) -> dict[str, np.ndarray]:
+        return {k: n.mean for k, n in self.groups.items()}
+
+    @property
+    def std(self) -> dict[str, np.ndarray]:
+        return {k: n.std for k, n in self.groups.items()}
 
     def normalise(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return {k: ((v - self.mean[k]) / self.std[k]).astype(np.float32) for k, v in batch.items()}
+        return {k: self.groups[k].normalise(v) for k, v in batch.items()}
 
     def denormalise(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return {k: (v * self.std[k] + self.mean[k]).astype(np.float32) for k, v in batch.items()}
+        return {k: self.groups[k].denormalise(v) for k, v in batch.items()}
 
     def save(self, path: str | Path) -> None:
-        arrays = {f"{k}/mean": v for k, v in self.mean.items()}
-        arrays.update({f"{k}/std": v for k, v in self.std.items()})
+        arrays = {f"{k}/mean": n.mean for k, n in self.groups.items()}
+        arrays.update({f"{k}/std": n.std for k, n in self.groups.items()})
         np.savez(path, **arrays)
 
     @classmethod
     def load(cls, path: str | Path) -> Normalisation:
         with np.load(path, allow_pickle=False) as z:
             keys = {k.rsplit("/", 1)[0] for k in z.files}
-            return cls({k: z[f"{k}/mean"] for k in keys}, {k: z[f"{k}/std"] for k in keys})
+            return cls({k: Normaliser(z[f"{k}/mean"], z[f"{k}/std"]) for k in keys})
 
 
 class FeatureDataset:
@@ -470,10 +479,7 @@ class FeatureDataset:
                 sums[k] = sums.get(k, 0) + v.sum(0, dtype=np.float64)
                 sq[k] = sq.get(k, 0) + np.einsum("bd,bd->d", v, v, dtype=np.float64)
         n = max(frames.size, 1)
-        mean = {k: (sums[k] / n).astype(np.float32) for k in sums}
-        std = {k: np.sqrt(np.maximum(sq[k] / n - (sums[k] / n) ** 2, 0)).astype(np.float32) for k in sums}
-        std = {k: np.maximum(v, 1e-6) for k, v in std.items()}
-        return Normalisation(mean, std)
+        return Normalisation({k: Normaliser.from_moments(n, sums[k], sq[k], floor=1e-6) for k in sums})
 
     def batches(self, split: str = "train", batch_size: int = 1024, shuffle: bool = True, seed: int = 0,
                 normalise: bool = False, mirror_probability: float = 0.0):

@@ -152,8 +152,8 @@ def load_for_convert(module, path: Path, animation: str | None, fps: float | Non
     motion = module.load(path, **kwargs)
     if scale is not None and "scale" not in kwargs:
         motion = scaled(motion, scale)
-    if fps is not None and abs(motion.fps - fps) > 1e-9 * fps:
-        motion = motion.resample(fps)
+    if fps is not None:
+        motion = motion.at_fps(fps, tolerance=1e-9 * fps)
     return motion
 
 

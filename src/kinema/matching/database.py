@@ -45,6 +45,7 @@ import kinema.io
 from kinema.errors import CheckpointError, KinemaError, MissingFileError, SkeletonError
 from kinema.features.calibration import calibration_frames
 from kinema.features.contacts import contacts as contact_labels
+from kinema.features.normalisation import Normaliser
 from kinema.features.root import (
     compute_root,
     finite_difference,
@@ -144,18 +145,6 @@ def clip_rows(motion, config: DatabaseConfig) -> dict[str, np.ndarray]:
     return {"pose": pose, "contacts": contact, "raw_features": raw,
             "root_positions": root.positions.astype(np.float32),
             "root_directions": root.directions.astype(np.float32)}
-
-
-def normalisation(raw: np.ndarray, layout: Sequence[tuple[str, int, int, float]]) -> tuple[np.ndarray, np.ndarray]:
-    """Per-dimension mean (D,) and per-group isotropic scale (D,): (mean std) / weight."""
-    raw64 = raw.astype(np.float64)
-    mean = raw64.mean(axis=0)
-    std = raw64.std(axis=0)
-    scale = np.ones(raw.shape[1])
-    for _name, a, b, w in layout:
-        s = float(std[a:b].mean())
-        scale[a:b] = (s if s > 1e-8 else 1.0) / max(w, 1e-8)
-    return mean.astype(np.float32), scale.astype(np.float32)
 
 
 @dataclass(eq=False)
@@ -286,13 +275,18 @@ class Database:
         return self.feature_set.compute(FeatureInputs(self.joint_names, pos, vel, trajectory))
 
     # -- features and search -------------------------------------------------------------
+    @property
+    def normaliser(self) -> Normaliser:
+        """``features = (raw - feature_mean) / feature_scale`` (float32 statistics)."""
+        return Normaliser(self.feature_mean, self.feature_scale)
+
     def normalise(self, raw: np.ndarray) -> np.ndarray:
-        """Raw features (..., D) -> normalised (float32)."""
-        return ((np.asarray(raw, np.float32) - self.feature_mean) / self.feature_scale).astype(np.float32)
+        """Raw features (..., D) -> normalised, in float32 arithmetic like the rows."""
+        return self.normaliser.normalise(np.asarray(raw, np.float32))
 
     def denormalise(self, features: np.ndarray) -> np.ndarray:
-        """Normalised features (..., D) -> raw units."""
-        return (np.asarray(features, np.float32) * self.feature_scale + self.feature_mean).astype(np.float32)
+        """Normalised features (..., D) -> raw units, in float32 arithmetic."""
+        return self.normaliser.denormalise(np.asarray(features, np.float32))
 
     @property
     def index(self) -> SearchIndex:
@@ -529,8 +523,7 @@ def build_database(sources: Iterable[Source | object], config: DatabaseConfig | 
             m = m[cut:]
         if m.num_frames < 2:
             raise KinemaError(f"clip {s.name!r} has {m.num_frames} frame(s); at least 2 are needed")
-        if float(m.fps) != float(config.fps):
-            m = m.resample(config.fps)
+        m = m.at_fps(config.fps, tolerance=0)     # any other rate, however close, is resampled
         variants = [(m, False)] + ([(m.mirror(), True)] if mirror else [])
         for mv, is_mirror in variants:
             parts.append(clip_rows(mv, config))
@@ -544,12 +537,10 @@ def build_database(sources: Iterable[Source | object], config: DatabaseConfig | 
     stops = np.cumsum(lengths)
     ranges = np.stack([stops - lengths, stops], axis=1)
     cat = _concatenate_freeing(parts)
-    layout = biped_features(config).layout
-    mean, scale = normalisation(cat["raw_features"], layout)
-    feats = cat["raw_features"] - mean
-    feats /= scale
+    # one scale per group, (mean std of its dimensions) / weight, from float64 sums
+    norm = Normaliser.fit(cat["raw_features"].astype(np.float64), biped_features(config).layout)
     return Database(
-        features=feats.astype(np.float32, copy=False), feature_mean=mean, feature_scale=scale,
+        features=norm.normalise(cat["raw_features"]), feature_mean=norm.mean, feature_scale=norm.std,
         raw_features=cat["raw_features"],
         pose=cat["pose"], contacts=cat["contacts"], root_positions=cat["root_positions"],
         root_directions=cat["root_directions"], ranges=ranges, clip_names=names,

@@ -26,6 +26,7 @@ import kinema.io
 from kinema.data import require_path
 from kinema.errors import KinemaError
 from kinema.features.contacts import contacts as paw_contacts
+from kinema.features.normalisation import Normaliser
 from kinema.features.root import Root, RootConfig, compute_root, to_root_space, vectors_to_root_space
 from kinema.matching.features import FeatureGroup, FeatureInputs, FeatureSet, trajectory_groups
 from kinema.maths import angles, quat
@@ -130,11 +131,13 @@ class Database:
             space). offsets: (N, J, 3) local translations (bone offsets of the frame's take).
         hips: (N, 3) hips position in root space. root_delta: (N, 3) root-space root
             displacement to the next frame; yaw_delta: (N,) root yaw change to the next frame.
-        features: (N, D) normalised features; gait: (N,) labels; valid: (N,) rows a search may
-            jump to; next_ok: (N,) False on a clip's last frame; contacts: (N, 4).
+        features: (N, D) features normalised by ``normaliser`` (:func:`dog_features`'s
+            groups); gait: (N,) labels; valid: (N,) rows a search may jump to; next_ok:
+            (N,) False on a clip's last frame; contacts: (N, 4).
         mirrored: (N,) True on mirrored takes. Their joints' local frames are mirrored too,
             so a transition never crosses between plain and mirrored takes.
         remaining: (N,) frames left in each frame's gait segment (:func:`run_remaining`).
+        normaliser: the features' statistics (float64: one pooled std per group, weights after).
         speeds: typical speed (m/s) per gait.
     """
 
@@ -151,9 +154,7 @@ class Database:
     contacts: np.ndarray
     mirrored: np.ndarray
     remaining: np.ndarray
-    mean: np.ndarray
-    std: np.ndarray
-    weights: np.ndarray
+    normaliser: Normaliser
     speeds: dict = field(default_factory=dict)
 
     @property
@@ -198,7 +199,7 @@ def build_database(paths, mirror: bool = True) -> Database:
     motions = []
     for p in paths:
         m = kinema.io.load(p)
-        m = m.resample(FPS) if abs(m.fps - FPS) > 1e-3 else m
+        m = m.at_fps(FPS)
         motions.append((m, False))
         if mirror:
             motions.append((m.mirror(), True))
@@ -242,12 +243,8 @@ def build_database(paths, mirror: bool = True) -> Database:
         cols["contacts"].append(contacts(g_pos, paws))
         cols["side"].append(np.full(f, mirrored))
     feat = np.concatenate(cols["feat"]).astype(np.float64)
-    mean = feat.mean(0)
-    std = np.zeros(feat.shape[1])
-    weights = np.zeros(feat.shape[1])
-    for _name, a, b, w in features.layout:
-        std[a:b] = feat[:, a:b].std() + 1e-6          # one scale per group keeps its geometry
-        weights[a:b] = w
+    # one pooled std per group (keeps its geometry), 1e-6 added; weights applied after
+    norm = Normaliser.fit(feat, features.layout, pooled=True, eps=1e-6, fold_weights=False, dtype=np.float64)
     gait = np.concatenate(cols["gait"])
     speeds = {}
     last = {n: b for n, _a, b, _w in features.layout}["trajectory_position"]    # the last sample's (x, z)
@@ -258,9 +255,9 @@ def build_database(paths, mirror: bool = True) -> Database:
     return Database(sk, np.concatenate(cols["rot"]).astype(np.float32), np.concatenate(cols["pos"]).astype(np.float32),
                     np.concatenate(cols["hips"]).astype(np.float32),
                     np.concatenate(cols["dpos"]).astype(np.float32), np.concatenate(cols["dyaw"]).astype(np.float32),
-                    ((feat - mean) / std * weights).astype(np.float32), gait, np.concatenate(cols["valid"]),
+                    norm.normalise(feat), gait, np.concatenate(cols["valid"]),
                     np.concatenate(cols["next"]), np.concatenate(cols["contacts"]), np.concatenate(cols["side"]),
-                    run_remaining(gait), mean, std, weights, speeds)
+                    run_remaining(gait), norm, speeds)
 
 
 def default_paths() -> list[Path]:

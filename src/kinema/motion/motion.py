@@ -169,6 +169,12 @@ class Motion:
         pos = pos[i0] * (1 - a)[:, None, None] + pos[i1] * a[:, None, None]
         return Motion(self.skeleton, fps, quat.normalize(rot), pos, self.name, dict(self.metadata))
 
+    def at_fps(self, fps: float, tolerance: float = 1e-3) -> Motion:
+        """This motion itself (no copy) if its rate is within ``tolerance`` frames per
+        second of ``fps``, else :meth:`resample` ``(fps)``: the one "resample if needed"
+        (``tolerance=0`` resamples any other rate, however close)."""
+        return self if abs(float(self.fps) - float(fps)) <= tolerance else self.resample(fps)
+
     def reorder(self, names: Sequence[str]) -> Motion:
         """The same motion with its joints listed in the order ``names`` (a permutation of
         :attr:`joint_names` in which every parent still precedes its children): files of

@@ -10,6 +10,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from kinema.features.normalisation import Normaliser as Statistics
+
 ACTIVATIONS = {"elu": nn.ELU, "relu": nn.ReLU, "gelu": nn.GELU, "silu": nn.SiLU, "tanh": nn.Tanh}
 
 
@@ -18,6 +20,9 @@ class Normaliser(nn.Module):
 
     ``normalise(x) = (x - mean) / std`` and its inverse, over the last dim of size ``dim``.
     Defaults to the identity (mean 0, std 1) until :meth:`fit` or :meth:`set` is called.
+    The statistics are those of :class:`kinema.features.normalisation.Normaliser` (the
+    NumPy one, without weights): :meth:`set_statistics` / :meth:`statistics` move them
+    between the two.
     """
 
     def __init__(self, dim: int):
@@ -40,6 +45,16 @@ class Normaliser(nn.Module):
         self.mean.copy_(torch.as_tensor(mean, dtype=self.mean.dtype))
         self.std.copy_(torch.as_tensor(std, dtype=self.std.dtype))
         return self
+
+    def set_statistics(self, stats: Statistics) -> Normaliser:
+        """Set mean and std from a NumPy normaliser fitted elsewhere (its weights, if any,
+        folded into the std)."""
+        std = stats.std if stats.weight is None else stats.std / stats.weight
+        return self.set(stats.mean, std)
+
+    def statistics(self) -> Statistics:
+        """The buffers as a NumPy :class:`kinema.features.normalisation.Normaliser`."""
+        return Statistics(self.mean.detach().cpu().numpy().copy(), self.std.detach().cpu().numpy().copy())
 
     def normalise(self, x: torch.Tensor) -> torch.Tensor:
         return (x - self.mean) / self.std
