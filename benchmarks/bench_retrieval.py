@@ -38,8 +38,9 @@ sys.path.insert(0, str(HERE))
 from common import print_table, timeit  # noqa: E402
 from kinema.control.retrieval.evaluate import evaluate  # noqa: E402
 from kinema.control.retrieval.rollout import CandidateStream, control_at  # noqa: E402
-from kinema.control.retrieval.sequences import PoseNormaliser, Retriever  # noqa: E402
+from kinema.control.retrieval.sequences import Retriever  # noqa: E402
 from kinema.control.retrieval.training import build_databases, load_config, train, validation_clips  # noqa: E402
+from kinema.features.normalisation import Normaliser  # noqa: E402
 from kinema.nn.checkpoint import load_checkpoint  # noqa: E402
 
 VARIANTS = {
@@ -67,7 +68,7 @@ def step_timing(path: Path, db) -> tuple[float, float]:
     """Seconds per frame of the controller (model step + retrieval every refresh frames)
     and of motion-matching playback (one search every refresh frames) for one character."""
     model, meta = load_checkpoint(path)
-    norm = PoseNormaliser.from_json(meta["normalisation"]["pose"])
+    norm = Normaliser.from_json(meta["normalisation"]["pose"])
     r = Retriever(db, norm, tau=0.0)
     state = model.initial_state(1)
     rows = np.array([db.ranges[0, 0] + 10])

@@ -35,9 +35,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from common import print_table  # noqa: E402
 from kinema.control.retrieval import training as T  # noqa: E402
-from kinema.control.retrieval.sequences import PoseNormaliser, WindowSampler  # noqa: E402
+from kinema.control.retrieval.sequences import WindowSampler  # noqa: E402
 from kinema.control.retrieval.training import apply_overrides  # noqa: E402
 from kinema.data import shared_root  # noqa: E402
+from kinema.features.normalisation import Normaliser  # noqa: E402
 
 ROOT = HERE.parent
 
@@ -61,7 +62,7 @@ def stage_times(cfg: dict, db, val, device: str, batch: int, retrieval: bool, re
     s = T.settings(cfg)
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
-    ret = T.make_retriever(cfg, db, PoseNormaliser.fit(db.pose))
+    ret = T.make_retriever(cfg, db, Normaliser.fit(db.pose, floor=1e-2))
     model = T.make_model(cfg, db, ret).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=s.lr)
     clips = np.arange(len(db.ranges))

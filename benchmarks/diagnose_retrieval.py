@@ -29,8 +29,9 @@ import torch
 from kinema.control.retrieval.evaluate import open_database, window_starts
 from kinema.control.retrieval.metrics import joint_positions, joint_speed, mean_pose_distance_cm, pose_slice
 from kinema.control.retrieval.rollout import rollout, teacher_forced_candidates
-from kinema.control.retrieval.sequences import PoseNormaliser, Retriever
+from kinema.control.retrieval.sequences import Retriever
 from kinema.control.retrieval.training import build_clips, validation_clips
+from kinema.features.normalisation import Normaliser
 from kinema.nn.checkpoint import load_checkpoint
 
 HORIZONS = (15, 30, 60, 120, 300)
@@ -95,7 +96,7 @@ def main() -> None:
     args = ap.parse_args()
     model, meta = load_checkpoint(args.checkpoint)
     db = open_database(None, meta)
-    norm = PoseNormaliser.from_json(meta["normalisation"]["pose"])
+    norm = Normaliser.from_json(meta["normalisation"]["pose"])
     retriever = ShiftedRetriever.for_checkpoint(db, norm, meta)
     clips = args.clip or validation_clips(meta)
     source = build_clips([Path(c) for c in clips], db.config, False, like=db)

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from kinema.control.retrieval.sequences import PoseNormaliser, Retriever
+from kinema.control.retrieval.sequences import Retriever
 from kinema.control.retrieval.training import build_clips
+from kinema.features.normalisation import Normaliser
 from kinema.matching.config import DatabaseConfig
 
 GAMES105_CLIPS = ["idle", "run_forward", "walk_and_turn_left", "walk_forward"]
@@ -20,4 +21,4 @@ def games105_db(sample_data):
 
 @pytest.fixture(scope="session")
 def games105_retriever(games105_db):
-    return Retriever(games105_db, PoseNormaliser.fit(games105_db.pose))
+    return Retriever(games105_db, Normaliser.fit(games105_db.pose, floor=1e-2))

@@ -13,9 +13,10 @@ import torch
 from kinema.cli.main import main
 from kinema.control.retrieval.evaluate import evaluate
 from kinema.control.retrieval.rollout import teacher_forced_candidates
-from kinema.control.retrieval.sequences import PoseNormaliser, Retriever
+from kinema.control.retrieval.sequences import Retriever
 from kinema.control.retrieval.training import build_databases, load_config, train
 from kinema.errors import KinemaError
+from kinema.features.normalisation import Normaliser
 from kinema.nn.checkpoint import load_checkpoint
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "retrieval_tiny.toml"
@@ -63,7 +64,7 @@ def test_candidate_width_is_part_of_the_input(trained):
 def test_output_depends_on_candidates_after_training(trained):
     path, meta, db, val = trained
     model, m = load_checkpoint(path)
-    norm = PoseNormaliser.from_json(m["normalisation"]["pose"])
+    norm = Normaliser.from_json(m["normalisation"]["pose"])
     r = Retriever(db, norm, tau=0.0)
     rows = val.ranges[:2, :1] + np.arange(20)[None]
     cands = torch.as_tensor(teacher_forced_candidates(r, val, rows, None, None)).requires_grad_(True)

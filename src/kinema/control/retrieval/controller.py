@@ -33,8 +33,9 @@ import torch
 from kinema.control.retrieval.metrics import floor_height, joint_positions
 from kinema.control.retrieval.pose import rigid_pose
 from kinema.control.retrieval.rollout import CandidateStream, RootMover, query
-from kinema.control.retrieval.sequences import PoseNormaliser, Retriever
+from kinema.control.retrieval.sequences import Retriever
 from kinema.errors import KinemaError
+from kinema.features.normalisation import Normaliser
 from kinema.features.root import yaw_rotate
 from kinema.matching.database import Database, pose_layout
 from kinema.maths import quat
@@ -102,7 +103,7 @@ class RetrievalCrowd:
                 raise KinemaError(f"{baseline}: trained on database {bmeta.get('fingerprint')}, got {db.fingerprint}")
         self.db = db
         self.batch = int(batch)
-        self.norm = PoseNormaliser.from_json(meta["normalisation"]["pose"])
+        self.norm = Normaliser.from_json(meta["normalisation"]["pose"])
         self.retriever = Retriever.for_checkpoint(db, self.norm, meta)
         if mode not in MODES:
             raise KinemaError(f"unknown controller mode {mode!r}; choose from {MODES}")

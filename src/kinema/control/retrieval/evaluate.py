@@ -70,8 +70,9 @@ from kinema.control.retrieval.rollout import (
     teacher_forced_candidates,
     toe_positions,
 )
-from kinema.control.retrieval.sequences import PoseNormaliser, RandomRetriever, Retriever
+from kinema.control.retrieval.sequences import RandomRetriever, Retriever
 from kinema.errors import KinemaError
+from kinema.features.normalisation import Normaliser
 from kinema.features.root import yaw_rotate
 from kinema.matching.database import Database
 from kinema.maths import quat
@@ -281,7 +282,7 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     db_path = db if not isinstance(db, Database) else "<database>"
     db = db if isinstance(db, Database) else open_database(db, meta)
     check_fingerprint(meta, db, db_path)
-    norm = PoseNormaliser.from_json(meta["normalisation"]["pose"])
+    norm = Normaliser.from_json(meta["normalisation"]["pose"])
     retriever = Retriever.for_checkpoint(db, norm, meta)
     randomised = RandomRetriever.for_checkpoint(db, norm, meta, seed=seed)
     from kinema.control.retrieval.training import build_clips

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from kinema.control.footlock import FootLock
-from kinema.control.retrieval.sequences import PoseNormaliser
+from kinema.features.normalisation import Normaliser
 from kinema.features.root import yaw_quaternions, yaw_rotate
 from kinema.matching.database import Database
 from kinema.maths import quat
@@ -101,7 +101,7 @@ def joint_acceleration(positions: np.ndarray, fps: float) -> np.ndarray:
     return np.linalg.norm(np.diff(positions, 2, axis=1), axis=-1).mean((1, 2)) * 100.0 * fps * fps
 
 
-def mean_pose_distance_cm(db: Database, norm: PoseNormaliser, positions: np.ndarray) -> np.ndarray:
+def mean_pose_distance_cm(db: Database, norm: Normaliser, positions: np.ndarray) -> np.ndarray:
     """Mean distance (W,) in cm of joint positions (W, H, J, 3) from the training mean pose."""
     return np.linalg.norm(positions - joint_positions(db, norm.mean), axis=-1).mean((1, 2)) * 100.0
 
@@ -196,7 +196,7 @@ def locked_world_toes(db: Database, poses: np.ndarray, root_pos: np.ndarray, roo
     return out
 
 
-def window_metrics(pred: np.ndarray, true: np.ndarray, norm: PoseNormaliser, db: Database,
+def window_metrics(pred: np.ndarray, true: np.ndarray, norm: Normaliser, db: Database,
                    floor: float, roots: tuple[np.ndarray, ...] | None = None, foot_lock: bool = False,
                    contacts: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Per-window metrics (each (W,)) of raw pose vectors (W, H, P) against the truth;

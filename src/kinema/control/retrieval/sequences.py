@@ -1,6 +1,6 @@
 """Training sequences with retrieved candidate payloads, in normalised model space.
 
-Everything the network sees is normalised with :class:`PoseNormaliser` (pose mean/std of
+Everything the network sees is normalised with :class:`Normaliser` (pose mean/std of
 the training rows). A candidate for database row ``j`` (already in root space, so its
 transplant to the current character's root is the row itself) is the payload
 ``[pose_j, pose_{j+1} - pose_j, contacts_j, cost]`` (width ``2 P + 3``), with pose and
@@ -17,33 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kinema.features.normalisation import Normaliser
 from kinema.matching.database import Database
 from kinema.matching.search import Exclusion
-
-
-@dataclass
-class PoseNormaliser:
-    """Mean and std (P,) of pose vectors; std floored so constant dimensions stay finite."""
-
-    mean: np.ndarray
-    std: np.ndarray
-
-    @classmethod
-    def fit(cls, poses: np.ndarray, floor: float = 1e-2) -> PoseNormaliser:
-        return cls(poses.mean(0).astype(np.float32), np.maximum(poses.std(0), floor).astype(np.float32))
-
-    def normalise(self, x: np.ndarray) -> np.ndarray:
-        return ((x - self.mean) / self.std).astype(np.float32)
-
-    def denormalise(self, x: np.ndarray) -> np.ndarray:
-        return (x * self.std + self.mean).astype(np.float32)
-
-    def to_json(self) -> dict:
-        return {"mean": self.mean.tolist(), "std": self.std.tolist()}
-
-    @classmethod
-    def from_json(cls, d: dict) -> PoseNormaliser:
-        return cls(np.asarray(d["mean"], np.float32), np.asarray(d["std"], np.float32))
 
 
 class Retriever:
@@ -60,7 +36,7 @@ class Retriever:
             each clip and its twin are a group).
     """
 
-    def __init__(self, db: Database, norm: PoseNormaliser, k: int = 4, top: int = 16, tau: float = 0.5,
+    def __init__(self, db: Database, norm: Normaliser, k: int = 4, top: int = 16, tau: float = 0.5,
                  refresh: int = 6, groups: np.ndarray | None = None):
         self.db, self.norm, self.k, self.top, self.tau, self.refresh = db, norm, k, max(top, k), tau, refresh
         self.excluded = _exclusion_table(db, groups)
@@ -70,7 +46,7 @@ class Retriever:
         self.contacts = db.contacts.astype(np.float32)
 
     @classmethod
-    def for_checkpoint(cls, db: Database, norm: PoseNormaliser, meta: dict, **kwargs) -> Retriever:
+    def for_checkpoint(cls, db: Database, norm: Normaliser, meta: dict, **kwargs) -> Retriever:
         """The inference retriever of a checkpoint (its metadata ``meta``): its k, top and
         refresh, always the k best rows (tau 0); ``kwargs`` go to the constructor."""
         rc = meta.get("retrieval", {})

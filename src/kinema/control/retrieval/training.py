@@ -65,8 +65,9 @@ from kinema.control.planted import PLANT_BAND
 from kinema.control.retrieval.metrics import floor_height, pose_slice
 from kinema.control.retrieval.pose import rigid_pose_normalised
 from kinema.control.retrieval.rollout import rollout, teacher_forced_candidates
-from kinema.control.retrieval.sequences import PoseNormaliser, RandomRetriever, Retriever, WindowSampler
+from kinema.control.retrieval.sequences import RandomRetriever, Retriever, WindowSampler
 from kinema.errors import KinemaError
+from kinema.features.normalisation import Normaliser
 from kinema.matching.config import DatabaseConfig
 from kinema.matching.database import Database, build_database, expand_paths, source_from_file
 from kinema.maths import angles
@@ -257,7 +258,7 @@ def db_build_command(cfg: dict) -> str:
             + (" --mirror" if data.get("mirror", True) else "") + " -o DB.npz")
 
 
-def make_retriever(cfg: dict, db: Database, norm: PoseNormaliser) -> Retriever:
+def make_retriever(cfg: dict, db: Database, norm: Normaliser) -> Retriever:
     """The training retriever of a config: ``model.k`` candidates sampled from the
     ``retrieval.top`` nearest rows (``tau``, ``refresh``); with ``retrieval.random = true``
     uniformly random rows instead (the ablation control)."""
@@ -599,7 +600,7 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
     t0 = time.time()
     db, val = build_databases(cfg)
     floor = floor_height(db)   # the toe height of the skating metric and of skate_on = "own"
-    norm = PoseNormaliser.fit(db.pose)
+    norm = Normaliser.fit(db.pose, floor=1e-2)
     retriever = make_retriever(cfg, db, norm)
     model = make_model(cfg, db, retriever).to(s.device)
     train_clips = np.arange(len(db.ranges))
