@@ -24,15 +24,18 @@ from __future__ import annotations
 import numpy as np
 
 from kinema.features.root import yaw_rotate
+from kinema.maths.backend import Array, is_torch
 
 PLANT_BAND = 0.02   # m above the floor height over which a toe's pin weight falls to 0
 PLANT_REACH = 0.25  # m: a toe farther than this from last frame's is not pinned (a teleport)
 PLANT_SCALE = 0.01  # m per frame: how much less a toe must move to take over the pin
 
 
-def plant_weights(heights: np.ndarray, floor: float, band: float = PLANT_BAND) -> np.ndarray:
+def plant_weights(heights: Array, floor: float, band: float = PLANT_BAND) -> Array:
     """Pin weights (...,) in [0, 1] of toe heights (...,) in metres: 1 at or below ``floor``,
-    0 at or above ``floor + band``, linear between."""
+    0 at or above ``floor + band``, linear between (NumPy, in float64, or torch)."""
+    if is_torch(heights):
+        return ((floor + band - heights) / band).clamp(0.0, 1.0)
     return np.clip((floor + band - np.asarray(heights, np.float64)) / band, 0.0, 1.0)
 
 

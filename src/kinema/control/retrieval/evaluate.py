@@ -53,7 +53,6 @@ import torch
 
 from kinema.control.inertialize import PoseState
 from kinema.control.matching import MatchingConfig, MotionMatchingController, row_pose_state
-from kinema.control.planted import planted_root
 from kinema.control.retrieval.metrics import (
     floor_height,
     frechet,
@@ -64,16 +63,15 @@ from kinema.control.retrieval.metrics import (
     window_metrics,
 )
 from kinema.control.retrieval.rollout import (
+    RootMover,
     control_at,
     playback_rollout,
     rollout,
     teacher_forced_candidates,
-    toe_positions,
 )
 from kinema.control.retrieval.sequences import RandomRetriever, Retriever
 from kinema.errors import KinemaError
 from kinema.features.normalisation import Normaliser
-from kinema.features.root import yaw_rotate
 from kinema.matching.database import Database
 from kinema.maths import quat
 from kinema.nn.checkpoint import load_checkpoint, read_metadata
@@ -226,8 +224,9 @@ def matching_rollout(db: Database, source: Database, starts: np.ndarray, context
                            source.root_directions[last:last + 1])[0]
         ctl.start_from(row_pose_state(source, last), source.raw_features[last], first,
                        source.root_positions[last], source.root_directions[last], clips)
-        toes = yaw_rotate(source.root_directions[last], toe_positions(source, source.pose[last:last + 1])[0]) \
-            + source.root_positions[last]
+        mover = RootMover(db, planted)
+        mover.start(source.pose[last:last + 1], source.root_positions[last:last + 1],
+                    source.root_directions[last:last + 1])
         for h in range(horizon):
             row = last + h
             req = control_at(source, np.array([row]), ctl.root_position[None].astype(np.float32),
@@ -238,9 +237,7 @@ def matching_rollout(db: Database, source: Database, starts: np.ndarray, context
             pose[slice(*lay["joint_rotations_6d"])] = quat.to_6d(state.rotations).reshape(-1)
             pose[slice(*lay["joint_velocities"])] = state.velocities.reshape(-1)
             if planted is not None:
-                pos, toes = planted_root(ctl.root_position[None], ctl.root_direction[None],
-                                         toe_positions(db, pose[None]), toes[None], planted)
-                ctl.root_position, toes = pos[0].astype(np.float64), toes[0]
+                ctl.root_position = mover.plant(ctl.root_position[None], ctl.root_direction[None], pose[None])[0]
             out[w, h] = pose
             rps[w, h], rds[w, h] = ctl.root_position, ctl.root_direction
             contacts[w, h] = db.contacts[ctl.frame] > 0.5

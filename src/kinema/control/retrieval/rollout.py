@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from kinema.control.planted import planted_root
+from kinema.control.retrieval.metrics import joint_positions
 from kinema.control.retrieval.pose import rigid_pose_normalised
 from kinema.control.retrieval.sequences import Retriever
 from kinema.features.root import yaw_rotate
@@ -43,11 +44,10 @@ def root_motion(db: Database, poses: np.ndarray) -> np.ndarray:
     return np.stack([poses[:, v], poses[:, v + 2], poses[:, w + 1]], -1)
 
 
-def toe_positions(db: Database, poses: np.ndarray) -> np.ndarray:
-    """Root-space toe positions (B, 2, 3) (left, right; metres) of raw pose vectors (B, P)."""
-    a = {name: a for name, a, _ in db.pose_layout}["joint_positions"]
-    cols = [a + 3 * db.roles[t] + i for t in ("left_toe", "right_toe") for i in range(3)]
-    return poses[:, cols].reshape(len(poses), 2, 3)
+def toe_positions(db: Database, poses):
+    """Root-space toe positions (..., 2, 3) (left, right; metres) of raw pose vectors (..., P)
+    (NumPy or torch)."""
+    return joint_positions(db, poses)[..., [db.roles["left_toe"], db.roles["right_toe"]], :]
 
 
 class RootMover:
@@ -70,13 +70,19 @@ class RootMover:
                  ) -> tuple[np.ndarray, np.ndarray]:
         """Roots (B, 3), (B, 3) advanced one frame by raw poses (B, P)."""
         pos, dirs = integrate_root(root_pos, root_dir, root_motion(self.db, poses), self.db.fps)
+        return self.plant(pos, dirs, poses), dirs
+
+    def plant(self, root_pos: np.ndarray, root_dir: np.ndarray, poses: np.ndarray) -> np.ndarray:
+        """Roots (B, 3) that already moved this frame, corrected by the planted-foot rule for
+        raw poses (B, P) (unchanged without ``planted``); for a controller that moves its
+        own roots (motion matching)."""
         if self.planted is None:
-            return pos, dirs
+            return root_pos
         if self.toes is None:
-            self.start(poses, pos, dirs)
-            return pos, dirs
-        pos, self.toes = planted_root(pos, dirs, toe_positions(self.db, poses), self.toes, self.planted)
-        return pos, dirs
+            self.start(poses, root_pos, root_dir)
+            return root_pos
+        pos, self.toes = planted_root(root_pos, root_dir, toe_positions(self.db, poses), self.toes, self.planted)
+        return pos
 
 
 def control_at(source: Database, rows: np.ndarray, root_pos: np.ndarray, root_dir: np.ndarray) -> np.ndarray:

@@ -61,10 +61,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from kinema.control.planted import PLANT_BAND
+from kinema.control.planted import plant_weights
 from kinema.control.retrieval.metrics import floor_height, pose_slice
 from kinema.control.retrieval.pose import rigid_pose_normalised
-from kinema.control.retrieval.rollout import rollout, teacher_forced_candidates
+from kinema.control.retrieval.rollout import rollout, teacher_forced_candidates, toe_positions
 from kinema.control.retrieval.sequences import RandomRetriever, Retriever, WindowSampler
 from kinema.errors import KinemaError
 from kinema.features.normalisation import Normaliser
@@ -400,9 +400,7 @@ def own_contacts(db: Database, pose: torch.Tensor, floor: float) -> torch.Tensor
     metres, 0 above ``floor + PLANT_BAND``) in this frame and the one before (frame 0: its
     own), detached, so that :func:`skate_loss` reads the frames :func:`~kinema.control.
     retrieval.metrics.foot_skate` counts without rewarding a lifted toe."""
-    a = pose_slice(db, "joint_positions").start
-    h = torch.stack([pose[..., a + 3 * db.roles[t] + 1] for t in ("left_toe", "right_toe")], -1).detach()
-    w = ((floor + PLANT_BAND - h) / PLANT_BAND).clamp(0.0, 1.0)
+    w = plant_weights(toe_positions(db, pose.detach())[..., 1], floor)
     return w * torch.cat([w[:, :1], w[:, :-1]], 1)
 
 
