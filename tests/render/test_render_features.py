@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 
 import imageio.v2 as imageio
 import numpy as np
@@ -186,10 +187,39 @@ def test_panels_stay_inside_the_image_and_clear_of_each_other(fresh):
     spacing = float(rl.gui_get_style(rl.DEFAULT, rl.TEXT_SPACING))
     need = rl.measure_text_ex(rl.gui_get_font(), long, 14.0, spacing).x
     # as wide as the GUI's own font measures the long line (within the image), the short
-    # panel at the asked 360 px (the measured width, not a constant: under pytest -n 2 a
-    # worker's raygui font was measured narrower than in a fresh process)
+    # panel at the asked 360 px
     assert first[2] == 360, first
     assert second[2] == pytest.approx(min(max(360.0, need + 2 * PAD + 8), fresh.width - 2 * MARGIN)), (second, need)
+
+
+REOPEN = '''
+import json, pyray as rl
+from kinema.render import Renderer
+widths = []
+for _ in range(3):
+    r = Renderer(); r.open(480, 320, headless=True)
+    default = rl.measure_text_ex(rl.get_font_default(), "two lines", 14.0, 1.0).x
+    widths.append([r.ui.fit_width(["two lines"], 0.0), default])
+    r.close()
+print(json.dumps(widths))
+'''
+
+
+def test_gui_text_measures_the_same_after_the_window_is_reopened(with_display, tmp_path):
+    """A program that closes its renderer and opens another (tests, notebooks, the editor)
+    gets the same panel widths each time: raygui's font does not keep pointing at the
+    closed window's glyphs (it measured 8 px or 45000 px for the same text before)."""
+    import json
+    import subprocess
+    import sys
+    env = dict(os.environ, XDG_RUNTIME_DIR=str(tmp_path))
+    out = subprocess.run(with_display([sys.executable, "-c", REOPEN]), capture_output=True,
+                         text=True, timeout=120, env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    widths = json.loads(out.stdout.strip().splitlines()[-1])
+    first = widths[0][0]
+    assert first > widths[0][1] > 20, widths      # a real measurement, padded
+    assert all(w == pytest.approx(first) for w, _ in widths), widths
 
 
 def test_fps_overlay_drawn_when_enabled(fresh):

@@ -54,6 +54,10 @@ class Ui:
 
     def setup(self) -> None:
         rl.gui_load_style_default()
+        # raygui keeps its font across windows, and after close_window/init_window it points
+        # at the previous window's freed glyph tables (measured widths of 8 px or 45000 px for
+        # the same text); the style reset does not replace it when the texture ids match
+        rl.gui_set_font(rl.get_font_default())
         rl.gui_set_style(rl.DEFAULT, rl.TEXT_SIZE, self.font_size)
 
     def begin(self) -> None:
