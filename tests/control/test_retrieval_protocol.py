@@ -357,3 +357,45 @@ def test_path_loss_integrates_like_the_runtime(games105_db):
     assert float(path_loss(db, torch.as_tensor(true, dtype=torch.float64), start_pos, start_dir, tp, td)) < 0.1 * float(loss)
     loss.backward()
     assert float(t.grad[:, 0, pose_slice(db, "root_velocity")].abs().sum()) > 0
+
+
+def test_planted_path_moves_roots_like_the_runtime_mover(games105_db):
+    """With ``train.planted`` the rollout roots of the path term are those the runtime's
+    :class:`RootMover` (planted) draws, frame by frame, for poses whose root velocity is
+    halved (so the planted rule has work to do: the stance toes pull the root forward); the
+    planted roots end nearer the truth's than the unplanted ones, and the gradient of the
+    path term reaches the toes' joint positions (the legs carry the root)."""
+    import torch
+
+    from kinema.control.retrieval.metrics import floor_height, pose_slice
+    from kinema.control.retrieval.rollout import RootMover, toe_positions
+    from kinema.control.retrieval.training import path_loss, rollout_roots
+    from kinema.features.root import yaw_rotate
+
+    db = games105_db
+    floor = floor_height(db)
+    rows, true, tp, td = _windows(db, 60, 10)
+    before = rows[:, 0] - 1
+    start_pos, start_dir = db.root_positions[before], db.root_directions[before]
+    start_toes = yaw_rotate(start_dir[:, None], toe_positions(db, db.pose[before])) + start_pos[:, None]
+    slow = true.copy()
+    slow[..., pose_slice(db, "root_velocity")] *= 0.5
+    mover = RootMover(db, floor)
+    mover.start(db.pose[before], start_pos, start_dir)
+    pos, dirs, ref = start_pos.copy(), start_dir.copy(), []
+    for h in range(slow.shape[1]):
+        pos, dirs = mover(pos, dirs, slow[:, h])
+        ref.append(pos)
+    ref = np.stack(ref, 1)
+    t = torch.tensor(slow, dtype=torch.float64, requires_grad=True)
+    x, z, _ = rollout_roots(db, t, start_pos, start_dir, floor, start_toes)
+    got = torch.stack([x, z], -1).detach().numpy()
+    assert np.abs(got - ref[..., [0, 2]]).max() < 1e-3
+    free_x, free_z, _ = rollout_roots(db, t.detach(), start_pos, start_dir)
+    end = lambda a, b: np.linalg.norm(np.stack([a, b], -1)[:, -1] - tp[:, -1, [0, 2]], axis=-1).mean()  # noqa: E731
+    assert end(got[..., 0], got[..., 1]) < 0.8 * end(free_x.numpy(), free_z.numpy())
+    loss = path_loss(db, t, start_pos, start_dir, tp, td, floor, start_toes)
+    loss.backward()
+    a = pose_slice(db, "joint_positions").start
+    toe_cols = [a + 3 * db.roles["left_toe"], a + 3 * db.roles["right_toe"]]
+    assert float(t.grad[..., toe_cols].abs().sum()) > 0

@@ -39,6 +39,29 @@ def plant_weights(heights: Array, floor: float, band: float = PLANT_BAND) -> Arr
     return np.clip((floor + band - np.asarray(heights, np.float64)) / band, 0.0, 1.0)
 
 
+def planted_shift(world: Array, prev: Array, floor: float, band: float = PLANT_BAND) -> Array:
+    """The planted-foot root shift (B, 3) (see the module docstring) of world toe positions
+    (B, T, 3) this frame after the root's own motion, and the toes drawn the frame before
+    (B, T, 3), metres. NumPy (float64) or torch; in torch the pins and the shares are read
+    from detached values, so a gradient flows only through the toes' offsets: a root moved
+    by a stance toe is moved by that leg's swing."""
+    if is_torch(world):
+        offset = (prev - world) * world.new_tensor([1.0, 0.0, 1.0])
+        dist = offset.detach().norm(dim=-1)
+        w = plant_weights(world[..., 1].detach(), floor, band) * plant_weights(prev[..., 1].detach(), floor, band)
+        w = w * (dist <= PLANT_REACH)
+        share = w * (-dist / PLANT_SCALE).exp()
+        share = share / share.sum(1, keepdim=True).clamp(min=1e-12)
+        return w.amax(1, keepdim=True) * (share[..., None] * offset).sum(1)
+    w = plant_weights(world[..., 1], floor, band) * plant_weights(prev[..., 1], floor, band)   # (B, T)
+    offset = (prev - world) * np.array([1.0, 0.0, 1.0])
+    dist = np.linalg.norm(offset, axis=-1)
+    w = w * (dist <= PLANT_REACH)
+    share = w * np.exp(-dist / PLANT_SCALE)
+    share = share / np.maximum(share.sum(1, keepdims=True), 1e-12)
+    return w.max(1, initial=0.0)[:, None] * (share[..., None] * offset).sum(1)
+
+
 def planted_root(root_pos: np.ndarray, root_dir: np.ndarray, toes_local: np.ndarray, prev_toes: np.ndarray,
                  floor: float, band: float = PLANT_BAND) -> tuple[np.ndarray, np.ndarray]:
     """Correct roots so that the toes on the floor stay put (see the module docstring).
@@ -57,12 +80,5 @@ def planted_root(root_pos: np.ndarray, root_dir: np.ndarray, toes_local: np.ndar
     """
     world = yaw_rotate(np.asarray(root_dir, np.float64)[:, None], np.asarray(toes_local, np.float64)) \
         + np.asarray(root_pos, np.float64)[:, None]
-    prev = np.asarray(prev_toes, np.float64)
-    w = plant_weights(world[..., 1], floor, band) * plant_weights(prev[..., 1], floor, band)   # (B, T)
-    offset = (prev - world) * np.array([1.0, 0.0, 1.0])
-    dist = np.linalg.norm(offset, axis=-1)
-    w = w * (dist <= PLANT_REACH)
-    share = w * np.exp(-dist / PLANT_SCALE)
-    share = share / np.maximum(share.sum(1, keepdims=True), 1e-12)
-    shift = w.max(1, initial=0.0)[:, None] * (share[..., None] * offset).sum(1)
+    shift = planted_shift(world, np.asarray(prev_toes, np.float64), floor, band)
     return (root_pos + shift).astype(np.float32), (world + shift[:, None]).astype(np.float32)

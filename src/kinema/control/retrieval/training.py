@@ -61,13 +61,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from kinema.control.planted import plant_weights
+from kinema.control.planted import plant_weights, planted_shift
 from kinema.control.retrieval.metrics import floor_height, pose_slice
 from kinema.control.retrieval.pose import rigid_pose_normalised
 from kinema.control.retrieval.rollout import rollout, teacher_forced_candidates, toe_positions
 from kinema.control.retrieval.sequences import RandomRetriever, Retriever, WindowSampler
 from kinema.errors import KinemaError
 from kinema.features.normalisation import Normaliser
+from kinema.features.root import yaw_rotate
 from kinema.matching.config import DatabaseConfig
 from kinema.matching.database import Database, build_database, expand_paths, source_from_file
 from kinema.maths import angles
@@ -113,6 +114,7 @@ class TrainSettings:
     energy_weight: float = 0.0
     accel_weight: float = 0.0
     path_weight: float = 0.0
+    planted: bool = False     # rollouts move their roots by the planted-foot rule, as the runtime may
 
     def __post_init__(self) -> None:
         if self.skate_on not in SKATE_ON:
@@ -426,25 +428,57 @@ def accel_loss(db: Database, pose: torch.Tensor, target: torch.Tensor) -> torch.
     return _log_ratio_loss(accel(pose), accel(target), 10.0)
 
 
-def path_loss(db: Database, pose: torch.Tensor, start_pos: np.ndarray, start_dir: np.ndarray,
-              true_pos: np.ndarray, true_dir: np.ndarray) -> torch.Tensor:
-    """Mean squared root position error (m^2) plus mean ``1 - cos`` of the heading error of
-    a rollout's roots, integrated from the root motion of its raw predicted poses (B, H, P)
-    as :func:`kinema.control.retrieval.rollout.integrate_root` does (turn, then step along
-    the new facing) from the roots ``start_pos``/``start_dir`` (B, 3) before its first frame,
-    against the clip's roots ``true_pos``/``true_dir`` (B, H, 3). Differentiable: a root
-    velocity early in the rollout is charged for where it leaves the root later."""
+def rollout_roots(db: Database, pose: torch.Tensor, start_pos: np.ndarray, start_dir: np.ndarray,
+                  planted: float | None = None, start_toes: np.ndarray | None = None
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Roots x, z (B, H) (m) and yaws (B, H) (rad) of a rollout, integrated from the root
+    motion of its raw predicted poses (B, H, P) as :class:`~kinema.control.retrieval.
+    rollout.RootMover` moves them (turn, then step along the new facing) from the roots
+    ``start_pos``/``start_dir`` (B, 3) before its first frame; differentiable.
+
+    With ``planted`` (the toe floor height, m) the roots are also corrected frame by frame
+    by the planted-foot rule (:func:`kinema.control.planted.planted_shift`) from the world
+    toes ``start_toes`` (B, 2, 3) drawn before the first frame: the root then goes where the
+    stance legs carry it, and a gradient reaches the legs."""
     lay = {name: a for name, a, _ in db.pose_layout}
     v, w = lay["root_velocity"], lay["root_angular_velocity"]
     t_ = lambda a: torch.as_tensor(np.asarray(a), dtype=pose.dtype, device=pose.device)  # noqa: E731
     yaw = t_(angles.yaw(start_dir))[:, None] + torch.cumsum(pose[..., w + 1], 1) / db.fps      # (B, H)
     sn, c = torch.sin(yaw), torch.cos(yaw)
     vx, vz = pose[..., v] / db.fps, pose[..., v + 2] / db.fps
-    x = t_(start_pos[:, 0])[:, None] + torch.cumsum(c * vx + sn * vz, 1)
-    z = t_(start_pos[:, 2])[:, None] + torch.cumsum(c * vz - sn * vx, 1)
-    tp, td = t_(true_pos), t_(true_dir)
+    dx, dz = c * vx + sn * vz, c * vz - sn * vx
+    if planted is None:
+        return (t_(start_pos[:, 0])[:, None] + torch.cumsum(dx, 1),
+                t_(start_pos[:, 2])[:, None] + torch.cumsum(dz, 1), yaw)
+    toes = toe_positions(db, pose)                                                       # (B, H, 2, 3)
+    wx = c[..., None] * toes[..., 0] + sn[..., None] * toes[..., 2]
+    wz = c[..., None] * toes[..., 2] - sn[..., None] * toes[..., 0]
+    prev, root = t_(start_toes), t_(start_pos)
+    xs, zs = [], []
+    for f in range(pose.shape[1]):
+        root = root + torch.stack([dx[:, f], torch.zeros_like(dx[:, f]), dz[:, f]], -1)
+        world = torch.stack([wx[:, f], toes[:, f, :, 1], wz[:, f]], -1) + root[:, None]
+        shift = planted_shift(world, prev, planted)
+        root, prev = root + shift, world + shift[:, None]
+        xs.append(root[:, 0])
+        zs.append(root[:, 2])
+    return torch.stack(xs, 1), torch.stack(zs, 1), yaw
+
+
+def path_loss(db: Database, pose: torch.Tensor, start_pos: np.ndarray, start_dir: np.ndarray,
+              true_pos: np.ndarray, true_dir: np.ndarray, planted: float | None = None,
+              start_toes: np.ndarray | None = None) -> torch.Tensor:
+    """Mean squared root position error (m^2) plus mean ``1 - cos`` of the heading error of
+    a rollout's roots (:func:`rollout_roots` of raw predicted poses (B, H, P) from the roots
+    before its first frame, with the planted-foot rule when ``planted`` is a floor height)
+    against the clip's roots ``true_pos``/``true_dir`` (B, H, 3). Differentiable: a root
+    velocity (or, planted, a stance leg's swing) early in the rollout is charged for where
+    it leaves the root later."""
+    x, z, yaw = rollout_roots(db, pose, start_pos, start_dir, planted, start_toes)
+    tp = torch.as_tensor(np.asarray(true_pos), dtype=pose.dtype, device=pose.device)
+    td = torch.as_tensor(np.asarray(true_dir), dtype=pose.dtype, device=pose.device)
     position = (x - tp[..., 0]) ** 2 + (z - tp[..., 2]) ** 2
-    heading = 1.0 - (sn * td[..., 0] + c * td[..., 2])
+    heading = 1.0 - (torch.sin(yaw) * td[..., 0] + torch.cos(yaw) * td[..., 2])
     return (position + heading).mean()
 
 
@@ -499,7 +533,10 @@ def motion_terms(db: Database, retriever: Retriever, r, s: TrainSettings, floor:
         out["accel"] = accel_loss(db, raw, true)
     if s.path_weight > 0:
         before = r.rows[:, 0] - 1
-        out["path"] = path_loss(db, raw, db.root_positions[before], db.root_directions[before], r.true_pos, r.true_dir)
+        toes = yaw_rotate(db.root_directions[before][:, None], toe_positions(db, db.pose[before])) \
+            + db.root_positions[before][:, None]
+        out["path"] = path_loss(db, raw, db.root_positions[before], db.root_directions[before], r.true_pos,
+                                r.true_dir, floor if s.planted else None, toes)
     return out
 
 
@@ -514,7 +551,8 @@ def rollout_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSetting
     starts = rollout_starts(db, clips, s.context + horizon + 1, s.batch, rng)
     ex = retriever.exclusions(db.clip_of(starts))
     r = rollout(model, retriever, db, starts, s.context, horizon, exclude=ex, rng=rng, student=student,
-                dropout=(s.drop_all, s.drop_each, s.drop_sequence), detach_every=detach_every, rigid=s.rigid)
+                dropout=(s.drop_all, s.drop_each, s.drop_sequence), detach_every=detach_every, rigid=s.rigid,
+                planted=floor if s.planted else None)
     loss = pose_loss(r.pose, r.target, r.contact_logits, r.target_contacts, s.contact_weight,
                      pose_slice(db, "joint_positions"), s.position_weight)
     weights = term_weights(s)
@@ -543,7 +581,8 @@ def validate(model, retriever: Retriever, val: Database, s: TrainSettings, floor
                                 device=dev) if use else None
         o, _ = model(ctrl, pose[:, :-1], cands)
         out[f"tf_{name}"] = float(F.mse_loss(o["pose"], pose[:, 1:]))
-        r = rollout(model, retriever, val, starts, s.context, s.val_horizon, retrieval=use, rigid=s.rigid)
+        r = rollout(model, retriever, val, starts, s.context, s.val_horizon, retrieval=use, rigid=s.rigid,
+                    planted=floor if s.planted else None)
         out[f"fr_{name}"] = float(F.mse_loss(r.pose, r.target))
         for term, value in motion_terms(val, retriever, r, s, floor).items():
             out[f"{term}_{name}"] = float(value)
