@@ -142,6 +142,7 @@ def test_a_reader_killed_by_a_signal_is_retried_then_reported(shared_data, tmp_p
     """A forked reader that dies by a signal is tried again (and last in a freshly spawned
     interpreter); one that dies every time is a FormatError naming the exit code, never a
     crash of the caller."""
+    import faulthandler
     import os
     import signal
 
@@ -153,18 +154,22 @@ def test_a_reader_killed_by_a_signal_is_retried_then_reported(shared_data, tmp_p
     real = fbx._session_result
     marker = tmp_path / "attempts"
 
+    def segfault():                         # quietly: pytest's faulthandler would print the stack
+        faulthandler.disable()
+        os.kill(os.getpid(), signal.SIGSEGV)
+
     def crash_first(p, fn, close=True):     # runs in the forked child
         n = len(marker.read_text()) if marker.exists() else 0
         marker.write_text("x" * (n + 1))
         if n == 0:
-            os.kill(os.getpid(), signal.SIGSEGV)
+            segfault()
         return real(p, fn, close)
 
     monkeypatch.setattr(fbx, "_session_result", crash_first)
     assert fbx.info(path)["has_mesh"] and marker.read_text() == "xx"
 
     def always(p, fn, close=True):          # every forked child dies
-        os.kill(os.getpid(), signal.SIGSEGV)
+        segfault()
 
     monkeypatch.setattr(fbx, "_session_result", always)
     # the spawned interpreter does not inherit the patch: the last attempt reads the file
