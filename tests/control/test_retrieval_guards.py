@@ -194,3 +194,29 @@ def test_frame_curves_match_the_horizon_table_and_plot(trained, result, tmp_path
     colours = {tuple(np.round(c[:3], 2)) for c in img.reshape(-1, img.shape[-1])}
     assert len(colours) > 20          # lines in several colours, not a blank canvas
     assert set(curves) <= set(STYLES)  # every method has its label and style
+
+
+def test_a_checkpoint_trained_planted_runs_and_is_evaluated_planted(trained, tmp_path):
+    """A model whose rollouts were trained with planted-foot roots (``train.planted``) gets
+    them by default from its runtime controller and from ``kinema eval`` (which then moves
+    every compared method the same way); an explicit False still turns them off, and a
+    model trained without them runs without them."""
+    from kinema.control.retrieval.controller import RetrievalController
+    from kinema.control.retrieval.metrics import floor_height
+    from kinema.nn.checkpoint import save_checkpoint
+
+    path, meta, db, _ = trained
+    model, m = load_checkpoint(path)
+    cfg = json.loads(json.dumps(m["config"]))
+    cfg["train"]["planted"] = True
+    planted = save_checkpoint(tmp_path / "planted.safetensors", model, **{**m, "config": cfg})
+    assert RetrievalController(planted, db).planted == pytest.approx(floor_height(db))
+    assert RetrievalController(planted, db, planted=False).planted is None
+    assert RetrievalController(path, db).planted is None
+    clips = [str(Path(__file__).resolve().parents[2] / "src/kinema/assets/sample/games105/walk60.bvh")]
+    quick = {**EVAL, "max_windows": 1}
+    on = evaluate(planted, db, clips, **quick)
+    off = evaluate(path, db, clips, **quick)
+    assert on["planted"] is True and off["planted"] is False
+    # the same weights, moved by another root rule: the root paths differ
+    assert on["free_running"]["with"]["root_error_m"] != off["free_running"]["with"]["root_error_m"]

@@ -36,9 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--foot-lock", action="store_true",
                         help="also score every method's foot skating after the runtime foot lock, applied the same "
                              "way to each (contacts detected from its own motion); the contact targets then read it")
-    parser.add_argument("--planted", action="store_true",
+    parser.add_argument("--planted", action=argparse.BooleanOptionalAction, default=None,
                         help="move every free-running method's root by the planted-foot rule (toes on the floor "
-                             "stay put; kinema.control.planted), the same way for all")
+                             "stay put; kinema.control.planted), the same way for all (default: as the "
+                             "checkpoint was trained, as its runtime controller does)")
     parser.add_argument("--plot", metavar="PNG", help="also draw the per-frame free-running joint error of the "
                                                      "model and every baseline into this PNG")
     parser.add_argument("--json", action="store_true", help="print the full result as JSON")

@@ -190,7 +190,9 @@ def positions_from_rotations(global_rot: Array, given_pos: Array, parents, offse
     levels, parent_pos, inverse = _levels(tuple(int(p) for p in parents))
     if is_torch(global_rot):
         import torch
-        offsets = torch.as_tensor(np.asarray(offsets), dtype=global_rot.dtype, device=global_rot.device)
+        if not torch.is_tensor(offsets):   # a copy: a read-only array (a database's) cannot be shared
+            offsets = torch.tensor(np.asarray(offsets), dtype=global_rot.dtype, device=global_rot.device)
+        offsets = offsets.to(global_rot.dtype).to(global_rot.device)
     else:
         offsets = np.asarray(offsets, np.result_type(global_rot.dtype, np.float32))
     anchored = np.zeros(len(parents), bool)

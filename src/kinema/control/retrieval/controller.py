@@ -82,7 +82,8 @@ class RetrievalCrowd:
         planted: move each root so that its toes on the floor stay put (planted-foot root
             motion, :func:`kinema.control.planted.planted_root`, floor height
             :func:`kinema.control.retrieval.metrics.floor_height`), after the pose's own
-            root motion; False: the pose's root motion alone.
+            root motion; False: the pose's root motion alone; None: as the checkpoint was
+            trained (its ``train.planted``).
 
     State (numpy, one row per character): ``poses`` (B, P) raw pose vectors, ``root_pos``
     and ``root_dir`` (B, 3) float32 roots on the floor, ``contacts`` (B, 2) toe contacts.
@@ -90,7 +91,7 @@ class RetrievalCrowd:
 
     def __init__(self, checkpoint: str | Path, db: Database, batch: int = 1, baseline: str | Path | None = None,
                  start_row: int | np.ndarray = 0, mode: str = "retrieval", rigid: bool = True,
-                 phase: np.ndarray | None = None, planted: bool = False):
+                 phase: np.ndarray | None = None, planted: bool | None = None):
         if batch < 1:
             raise KinemaError(f"a crowd needs at least one character, got batch={batch}")
         self.model, meta = load_checkpoint(checkpoint)
@@ -109,6 +110,8 @@ class RetrievalCrowd:
             raise KinemaError(f"unknown controller mode {mode!r}; choose from {MODES}")
         self.mode = mode
         self.rigid = rigid
+        if planted is None:
+            planted = bool(meta.get("config", {}).get("train", {}).get("planted", False))
         self.planted = floor_height(db) if planted else None
         self.reset(start_row, phase=phase)
 
@@ -223,7 +226,7 @@ class RetrievalController:
 
     def __init__(self, checkpoint: str | Path, db: Database, baseline: str | Path | None = None,
                  start_row: int = 0, mode: str = "retrieval", rigid: bool = True, phase: int = 0,
-                 planted: bool = False):
+                 planted: bool | None = None):
         self.crowd = RetrievalCrowd(checkpoint, db, 1, baseline, start_row, mode, rigid, phase=np.array([phase]),
                                     planted=planted)
 

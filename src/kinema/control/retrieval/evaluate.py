@@ -254,7 +254,7 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
              context: int = 32, stride: int = 120, baseline: str | Path | None = None, max_windows: int | None = None,
              mirror: bool = False, seed: int = 0, stability_frames: int = 0, random_rows: bool = False,
              rigid: bool = True, scenarios: Sequence[str] | None = None, scenario_frames: int = 3600,
-             foot_lock: bool = False, planted: bool = False) -> dict:
+             foot_lock: bool = False, planted: bool | None = None) -> dict:
     """Evaluate ``checkpoint`` on ``clips`` with retrieval from ``db`` (see module docstring).
 
     ``frames`` is shortened to what the longest clip allows (reported as ``frames``);
@@ -273,9 +273,12 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     frame per method); ``planted``: every free-running method's root (the networks', the
     playback baselines', motion matching's, the scenarios' runtime) is moved by the
     planted-foot rule (:func:`kinema.control.planted.planted_root`: toes on the floor stay
-    put), the same way for all.
+    put), the same way for all; None: as the checkpoint was trained (its ``train.planted``),
+    as its runtime controller moves it by default.
     """
     model, meta = load_checkpoint(checkpoint)
+    if planted is None:
+        planted = bool(meta.get("config", {}).get("train", {}).get("planted", False))
     db_path = db if not isinstance(db, Database) else "<database>"
     db = db if isinstance(db, Database) else open_database(db, meta)
     check_fingerprint(meta, db, db_path)
