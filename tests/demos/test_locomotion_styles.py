@@ -11,11 +11,13 @@ import json
 import imageio.v2 as imageio
 import numpy as np
 import pytest
+from demo_frames import empty_floor, figure_contrast
 
 from kinema.cli.main import main
 from kinema.control.retrieval.controller import pose_to_world
 from kinema.control.retrieval.evaluate import cached_database
 from kinema.demos import locomotion as loco
+from kinema.demos._skin import skinned_character
 
 W, H = 480, 270
 
@@ -30,41 +32,10 @@ def _bandai(shared_data):
         pytest.skip("bandai_namco/dataset-1 not in the shared data folder")
 
 
-def _empty_floor(views: list[dict]) -> list[np.ndarray]:
-    """Renders of the empty scene (floor and sky) from each recorded camera."""
-    from kinema.render import Renderer
-    r = Renderer(show_fps=False)
-    r.open(W, H, "empty floor", headless=True)
-    out = []
-    try:
-        for v in views:
-            r.camera.set_fixed(v["camera_position"], v["camera_target"])
-            r.camera.snap()
-            r.begin_frame()
-            r.begin_gui()
-            r.end_frame()
-            out.append(r.capture())
-    finally:
-        r.close()
-    return out
-
-
 def _body_visible(video: str, views: list[dict], every: int = 15) -> tuple[np.ndarray, np.ndarray]:
-    """Mean absolute RGB difference, video against empty floor, in a 7x7 patch at the
-    projected hips and in one at the bottom-right corner (floor only), per sampled frame."""
-    frames = list(imageio.get_reader(video).iter_data())
-    assert len(frames) == len(views)
-    picked = list(range(0, len(views), every))
-    empty = _empty_floor([views[i] for i in picked])
-    at_hips, corner = [], []
-    for i, e in zip(picked, empty):
-        v = views[i]
-        assert v["hips_visible"], v
-        x, y = (round(c) for c in v["hips_px"])
-        diff = np.abs(frames[i].astype(int) - e.astype(int))
-        at_hips.append(diff[max(0, y - 3):y + 4, max(0, x - 3):x + 4].mean())
-        corner.append(diff[H - 12:H - 5, W - 12:W - 5].mean())
-    return np.array(at_hips), np.array(corner)
+    """Video against empty floor at the projected hips and at a floor corner, per sampled frame."""
+    at, corner, _ = figure_contrast(video, views, every=every)
+    return at[:, 0], corner
 
 
 def test_styles_mode_switches_gait_and_shows_the_body(tmp_path, shared_data, cache):
@@ -128,10 +99,10 @@ def test_pose_vector_to_world_matches_forward_kinematics(shared_data):
         assert np.abs(np.abs((rot * gr[f]).sum(-1)) - 1).max() < 1e-5     # same rotation (q or -q)
     # the LaFAN1 skeleton gets the LaFAN1 character by name; the bundled GAMES-105 one does not
     if (shared_data / "characters" / "lafan1_character" / "character.bin").is_file():
-        assert loco.skinned_character(m.joint_names) is not None
+        assert skinned_character(m.joint_names) is not None
         from kinema.data import sample_path
         games = kinema.load(sample_path("games105", "walk60.bvh"))
-        assert loco.skinned_character(games.joint_names) is None
+        assert skinned_character(games.joint_names) is None
 
 
 def test_live_switch_keeps_the_character_in_place(shared_data, cache):
@@ -193,6 +164,6 @@ def test_first_run_draws_the_bundled_geno_without_debug_text(tmp_path, cache, mo
     patch = frames[len(frames) // 2][max(0, y - 12):y + 13, max(0, x - 6):x + 7].astype(float)
     assert patch.std() > 3.0
     # top-left corner (where the FPS counter was drawn) matches the empty scene: no text
-    empty_frame = _empty_floor([m["rendered_frames"][0]])[0]
+    empty_frame = empty_floor([m["rendered_frames"][0]], W, H)[0]
     diff = np.abs(frames[0][4:30, 4:140].astype(int) - empty_frame[4:30, 4:140].astype(int))
     assert diff.max() < 30, diff.max()

@@ -53,16 +53,15 @@ from pathlib import Path
 
 import numpy as np
 
-import kinema.io
 from kinema.control.footlock import FootLock
 from kinema.control.styles import DEFAULT_STYLES, StyleLibrary, StylePlayer, style_gait_features
 from kinema.control.styles import FPS as STYLE_FPS
 from kinema.control.trajectory import TrajectoryController
 from kinema.data import shared_path
+from kinema.demos._skin import database_skin, frame_record
 from kinema.engine import stick
 from kinema.errors import KinemaError
 from kinema.maths import angles
-from kinema.serve.clip import character_pose_world
 
 DESCRIPTION = "biped locomotion with the retrieval-augmented Mamba controller (switch to no-retrieval / motion matching)"
 OUT, FRAMES, RENDER_EVERY = "out/demo_locomotion", 720, 2    # FRAMES: per controller
@@ -106,94 +105,6 @@ def pick_models(args) -> tuple[Path, Path | None]:
 
 FOOT_LOCK_UNLOCK_RADIUS = 0.2   # m, a locked toe lets go when the animated one is this far (MM)
 FOOT_LOCK_HALFLIFE = 0.1        # s, lock/release offsets decay with this halflife (MM)
-
-
-def skinned_character(joint_names, path: Path | None = None):
-    """The LaFAN1 character (``characters/lafan1_character/character.bin`` in the shared
-    data folder, or ``path``) when it exists and every joint of it but the ``Simulation``
-    root is in ``joint_names`` (a LaFAN1 skeleton); else None."""
-
-    if path is None:
-        path = shared_path("characters", "lafan1_character", "character.bin")
-    if path is None:
-        return None
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no character file {path}")
-    character = kinema.io.load_character(path)
-    names = set(joint_names)
-    if not character.has_mesh or any(n not in names for n in character.skeleton.names if n != "Simulation"):
-        return None
-    return character
-
-
-def character_pose(character, joint_names, rotations: np.ndarray, positions: np.ndarray):
-    """World pose (rotations (J', 4), positions (J', 3)) of ``character`` from a world pose of
-    the joints ``joint_names`` (joints matched by name; the rest keep their bind transform)."""
-
-    rot, pos = character_pose_world(character, list(joint_names), rotations[None], positions[None])
-    return rot[0], pos[0]
-
-
-class Skin:
-    """The skinned character drawn for the controller's skeleton: joints matched by name
-    (the LaFAN1 character on the LaFAN1 model) or through a
-    :class:`~kinema.retargeting.Retargeter` (the bundled Geno on any other humanoid model).
-
-    Attributes: character, joint_names (the controller's), retargeter (or None), lift (m
-    added to the retargeted pose's height so its planted feet stand on the floor), name.
-    The retargeted hips stay above the controller's.
-    """
-
-    def __init__(self, character, joint_names, retargeter=None, lift: float = 0.0) -> None:
-        self.character, self.joint_names = character, list(joint_names)
-        self.retargeter, self.lift = retargeter, float(lift)
-        self.name = character.name
-
-    def pose(self, rotations: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Character world pose (rotations (J', 4), positions (J', 3)) for a controller pose."""
-        if self.retargeter is None:
-            return character_pose(self.character, self.joint_names, rotations, positions)
-        rot, pos = self.retargeter.world(rotations, positions)
-        # the hips stay over the controller's (a live character's path is the controller's, not
-        # one scaled about the world origin); only the height follows the new legs
-        hips = np.asarray(positions, np.float64)[..., self.retargeter.source_roles["hips"], :]
-        shift = hips * (1.0 - self.retargeter.scale)
-        shift[..., 1] = self.lift
-        pos += shift[..., None, :]
-        return rot.astype(np.float32), pos.astype(np.float32)
-
-
-def demo_skin(db, path: Path | None = None) -> Skin | None:
-    """What the demo skins for database ``db``'s skeleton: the LaFAN1 character when it fits
-    (``path`` or the shared data's), else ``path``'s character or the bundled Geno,
-    retargeted (its frames and foot heights measured on the database's own poses); None
-    (the procedural body, with a warning) for a skeleton that is no humanoid."""
-    import warnings
-
-    from kinema.control.retrieval.controller import pose_to_world
-    from kinema.data import DataFallbackWarning, sample_path
-    from kinema.errors import SkeletonError
-    from kinema.motion import Skeleton
-    from kinema.retargeting import Retargeter
-
-    fit = skinned_character(db.joint_names, path)
-    if fit is not None:
-        return Skin(fit, db.joint_names)
-    target = kinema.io.load_character(path if path is not None else sample_path("geno", "geno.glb"))
-    if path is None and db.config.name.startswith("lafan1"):
-        warnings.warn("the LaFAN1 character (characters/lafan1_character/character.bin) is not in the shared "
-                      "data folder; drawing the bundled Geno, retargeted, instead (set KINEMA_DATA or pass "
-                      "kinema --data)", DataFallbackWarning, stacklevel=2)
-    n = min(db.rows, 4000)      # consecutive rows: contact speeds are measured on them
-    ref_rot, ref_pos = pose_to_world(db.pose[:n], db.num_joints, db.root_positions[:n], db.root_directions[:n])
-    try:
-        r = Retargeter(Skeleton(list(db.joint_names), db.parents, db.offsets), target, (ref_rot, ref_pos, db.fps))
-    except SkeletonError as exc:
-        warnings.warn(f"cannot retarget onto {target.name} ({exc}); drawing the procedural body instead",
-                      DataFallbackWarning, stacklevel=2)
-        return None
-    return Skin(target, db.joint_names, r, r.floor_offset())
 
 
 def bandai_available() -> bool:
@@ -274,7 +185,7 @@ class Locomotion:
         controller: the :class:`RetrievalController` (modes retrieval / no_retrieval / matching).
         script: stick as a function of time (headless) or None (read the gamepad/keyboard).
         walk: walk speeds (else run). adjust: pull the root toward the simulation object.
-        character: the :class:`Skin` drawn for the controller's skeleton, or None (procedural body).
+        character: the :class:`~kinema.demos._skin.Skin` drawn for the controller's skeleton, or None (procedural body).
         styles: a :class:`StyleDriver` for the ``styles`` mode, or None when unavailable.
         style_schedule: headless: style as a function of the frame index, or None.
         foot_lock: lock the toes of the drawn (and measured) pose of every controller mode
@@ -549,7 +460,7 @@ def programs(args: argparse.Namespace) -> list[tuple[str, Locomotion]]:
     # (measured: 16 ms per frame with 2 threads on a busy 2-core machine, 1 ms with 1).
     torch.set_num_threads(1)
     ctl = RetrievalController(checkpoint, db, baseline)
-    character = demo_skin(db, args.character)
+    character = database_skin(db, args.character)
     args.checkpoint, args.baseline = str(checkpoint), None if baseline is None else str(baseline)
     args.database, args.skinned = db.fingerprint, character is not None
     args.character_file = None if character is None else character.name
@@ -601,16 +512,8 @@ class _ControllerRun(Locomotion):
         """The frame as shown: its camera and where it drew the hips, to ``views``."""
         if not hasattr(renderer, "project"):
             return
-        hips = self.hips()
-        px, _, visible = renderer.project(hips)
         joints = self.styles.joint_positions() if self.styling else self.shown_pose()[1]
-        jpx, _, jvis = renderer.project(joints)
-        cam = renderer.camera.camera
-        self.views.append({"frame": self.frame - 1, "camera_position": cam.position.tolist(),
-                           "camera_target": cam.target.tolist(), "hips": hips.tolist(),
-                           "hips_px": px.tolist(), "hips_visible": bool(visible),
-                           "joints_visible": float(np.mean(jvis)),
-                           "joints_box_px": [*jpx.min(0).tolist(), *jpx.max(0).tolist()]})
+        self.views.append(frame_record(renderer, self.frame - 1, joints, self.hips()))
 
     def metrics(self, floor: float | None = None) -> dict:
         m = super().metrics(self.floor if floor is None else floor)

@@ -13,6 +13,11 @@ trajectory, foot skating (horizontal toe speed while the database labels the toe
 contact; this world speed includes the root's pull toward the simulation, reported
 as root adjustment speed), searches, transitions and step time (foot locking on unless
 ``--no-foot-lock``), and ``matching.mp4`` (unless ``--no-video``).
+
+Drawing: the skinned character :func:`kinema.demos._skin.database_skin` picks for the
+database's skeleton (the LaFAN1 character of the shared data for LaFAN1, else the bundled
+Geno, or ``--character``, retargeted); the Actor's procedural body only for a skeleton that
+is no humanoid. ``metrics.json`` names the character and, per rendered frame, where it was drawn.
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from kinema.control.matching import MatchingConfig, MotionMatchingController
+from kinema.demos._skin import NO_SKIN, Skin, database_skin, frame_record
 from kinema.engine import Actor, Component, ScriptedInput, stick
 from kinema.motion import Skeleton
 from kinema.motion.kinematics import inverse
@@ -38,12 +44,18 @@ class MotionMatchingComponent(Component):
         controller: the motion-matching controller.
         actor: the :class:`Actor` to pose (optional).
         toes: joint indices whose skating is measured (default: the database's toes).
+        skin: the skinned character drawn with the controller's pose (then the actor, still
+            posed, draws nothing), or None.
     """
 
     def __init__(self, controller: MotionMatchingController, actor: Actor | None = None,
-                 toes: tuple[int, int] | None = None):
+                 toes: tuple[int, int] | None = None, skin: Skin | None = None):
         self.controller = controller
-        self.actor = actor
+        self.actor, self.skin = actor, skin
+        if actor is not None and skin is not None:
+            actor.enabled = False       # the skinned character is drawn instead of its procedural body
+        self.skinned: tuple[np.ndarray, np.ndarray] | None = None   # the character's world pose drawn
+        self.mirrored = 0.0     # how much the pose shown is a mirrored clip's (0-1)
         names = controller.db.joint_names
         cfg = controller.db.config
         self.toes = list(toes) if toes is not None else [names.index(cfg.left_toe), names.index(cfg.right_toe)]
@@ -81,6 +93,17 @@ class MotionMatchingComponent(Component):
         if self.actor is not None:
             rot, pos = inverse(out.rotations, out.positions, self.parents)
             self.actor.set_pose(rot, pos)
+        if self.skin is not None:
+            # a mirrored clip's rotations skin torn unless mirrored back (Skin.pose); the share
+            # follows the playing row's clip with the controller's inertialization halflife
+            db = self.controller.db
+            target = float(db.clip_mirrored[db.clip_of(out.frame)])
+            self.mirrored += (target - self.mirrored) * (1.0 - 0.5 ** (dt / self.controller.config.inertialize_halflife))
+            self.skinned = self.skin.pose(out.rotations, out.positions, self.mirrored)
+
+    def draw(self, renderer) -> None:
+        if self.skin is not None and self.skinned is not None and hasattr(renderer, "draw_character"):
+            renderer.draw_character(self.skin.character, *self.skinned)
 
     def metrics(self) -> dict:
         r = self.records
@@ -119,6 +142,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep-calibration", action="store_true",
                         help="build with the takes' opening calibration T-pose (trimmed by default)")
     parser.add_argument("--no-foot-lock", action="store_true", help="disable foot locking (leg IK)")
+    parser.add_argument("--character", type=Path, default=None,
+                        help="character to skin, retargeted when its skeleton is another (default: the LaFAN1 "
+                             "character in the shared data for a LaFAN1 database, else the bundled Geno)")
 
 
 def _database(args):
@@ -146,13 +172,14 @@ class MatchingProgram:
     the App's scene, feeds it the scripted track when no one steers (headless, manual) and
     keeps the camera behind it."""
 
-    def __init__(self, db, foot_lock: bool, track_frames: int | None) -> None:
-        self.db, self.foot_lock, self.track_frames = db, foot_lock, track_frames
+    def __init__(self, db, foot_lock: bool, track_frames: int | None, skin: Skin | None = None) -> None:
+        self.db, self.foot_lock, self.track_frames, self.skin = db, foot_lock, track_frames, skin
         self.controller = MotionMatchingController(db, config=MatchingConfig(foot_lock=foot_lock, unlock_radius=0.3))
         self.actor = Actor(_skeleton(db))
-        self.comp = MotionMatchingComponent(self.controller, self.actor)
+        self.comp = MotionMatchingComponent(self.controller, self.actor, skin=skin)
         _ = db.index  # build the search structure before the clock starts
         self.view = None   # the camera framing the character (first drawn frame)
+        self.views: list[dict] = []   # per rendered frame: where the character was drawn
 
     def start(self, app) -> None:
         ent = app.scene.create_entity("character")
@@ -166,7 +193,24 @@ class MatchingProgram:
         if out is None:
             return
         from kinema.render.camera import frame_subject  # a renderer exists: raylib is there
-        self.view = frame_subject(renderer, self.view, out.positions, yaw=float(np.arctan2(3.0, -4.0)))
+        self.view = frame_subject(renderer, self.view, self._drawn()[0], yaw=float(np.arctan2(3.0, -4.0)))
+
+    def _drawn(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """The controller's world joint positions (J, 3) now, the drawn figure's hips (3,)
+        and its body joints (B, 3) (the skinned character's; None for the procedural body).
+        The camera frames the controller's joints: a character's joints it does not drive
+        (the LaFAN1 character's ``Simulation`` root) stay at their bind place."""
+        pos = self.comp.output.positions
+        if self.comp.skinned is not None:
+            skinned = self.comp.skinned[1]
+            return pos, skinned[self.skin.hips], skinned[self.skin.body]
+        return pos, pos[self.db.roles["hips"]], None
+
+    def after_frame(self, renderer) -> None:
+        """The frame as shown: its camera and where it drew the character, to ``views``."""
+        if self.comp.output is None or not hasattr(renderer, "project"):
+            return
+        self.views.append(frame_record(renderer, len(self.comp.records["step_s"]) - 1, *self._drawn()))
 
     def gui(self, ui) -> None:
         r = self.comp.records
@@ -180,13 +224,16 @@ class MatchingProgram:
 
     def metrics(self) -> dict:
         return {**self.comp.metrics(), "database": self.db.info() | {"clips": len(self.db.clip_names)},
-                "foot_lock": self.foot_lock}
+                "foot_lock": self.foot_lock, **(self.skin.summary() if self.skin is not None else NO_SKIN),
+                **({"rendered_frames": self.views} if self.views else {})}
 
 
 def programs(args: argparse.Namespace) -> list[tuple[str, MatchingProgram]]:
     db = _database(args)
     print(f"demo matching: database {db.fingerprint}: {db.rows} rows, {len(db.clip_names)} clips")
-    return [("matching", MatchingProgram(db, not args.no_foot_lock, args.frames if args.mode != "standalone" else None))]
+    skin = database_skin(db, args.character)
+    return [("matching", MatchingProgram(db, not args.no_foot_lock, args.frames if args.mode != "standalone" else None,
+                                         skin))]
 
 
 def report(m: dict) -> str:

@@ -4,15 +4,22 @@ angry, old, proud, tired, ...), with inertialized transitions (:mod:`kinema.cont
 Headless it cycles the styles every ``--every`` frames and writes, per style segment, the
 gait features (:func:`kinema.control.styles.style_gait_features`: speed, cadence, step
 length, head height and lean, arm swing); in a window keys 1-9 pick the style.
+
+Drawing: the shared data has no character of the Bandai skeleton, so the walker is the
+bundled Geno (or ``--character``), retargeted pose by pose (:func:`kinema.demos._skin.demo_skin`);
+the procedural body only when retargeting is impossible (with a warning). ``metrics.json``
+names the character and, per rendered frame, where it was drawn.
 """
 from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 
 import numpy as np
 
 from kinema.control.styles import DEFAULT_STYLES, FPS, StyleLibrary, StylePlayer, style_gait_features
+from kinema.demos._skin import NO_SKIN, Skin, demo_skin, frame_record
 
 DESCRIPTION = "styles: a Bandai biped switching walking styles live (normal, angry, old, proud, tired...)"
 OUT, FRAMES = "out/demo_styles", 600
@@ -22,14 +29,34 @@ OUT, FRAMES = "out/demo_styles", 600
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--styles", default=",".join(DEFAULT_STYLES), help="comma-separated Bandai styles to load")
     parser.add_argument("--every", type=int, default=120, help="headless: frames per style before switching")
+    parser.add_argument("--character", type=Path, default=None,
+                        help="character to skin, retargeted from the Bandai skeleton (default: the bundled Geno)")
+
+
+REFERENCE_FRAMES = 90       # per style: the walk the retargeter measures frames and foot heights on
+
+
+def style_skin(library: StyleLibrary, path: Path | None = None) -> Skin | None:
+    """The character drawn for the Bandai walker (:func:`~kinema.demos._skin.demo_skin`),
+    measured on :data:`REFERENCE_FRAMES` frames of every style as the player walks them."""
+    player = StylePlayer(library, library.styles[0])
+    rot, pos = [], []
+    for style in library.styles:
+        player.set_style(style)
+        for _ in range(REFERENCE_FRAMES):
+            r, p = player.step(0.0)
+            rot.append(r)
+            pos.append(p)
+    return demo_skin(library.skeleton, (np.array(rot), np.array(pos), FPS), path)
 
 
 class StyleProgram:
     """Headless: cycles the styles every ``every`` frames. Window: keys 1-9 pick a style,
     the stick / WASD steers."""
 
-    def __init__(self, player: StylePlayer, every: int | None) -> None:
-        self.player, self.every = player, every
+    def __init__(self, player: StylePlayer, every: int | None, skin: Skin | None = None) -> None:
+        self.player, self.every, self.skin = player, every, skin
+        self.views: list[dict] = []   # per rendered frame: where the walker was drawn
         self.frame, self.heading = 0, 0.0
         self.poses: list[np.ndarray] = []
         self.styles_shown: list[str] = []
@@ -61,9 +88,24 @@ class StyleProgram:
 
     def draw(self, renderer) -> None:
         rot, pos = self.pose
-        renderer.draw_body(pos, self.player.lib.skeleton.parents, color=(0.35, 0.55, 0.85, 1.0), thickness=0.5)
+        if self.skin is not None:
+            renderer.draw_character(self.skin.character, *self.skin.pose(rot, pos))
+        else:
+            renderer.draw_body(pos, self.player.lib.skeleton.parents, color=(0.35, 0.55, 0.85, 1.0), thickness=0.5)
         from kinema.render.camera import frame_subject  # a renderer exists: raylib is there
         self.view = frame_subject(renderer, self.view, pos, yaw=float(np.arctan2(3.2, 3.6)))
+
+    def after_frame(self, renderer) -> None:
+        """The frame as shown: its camera and where it drew the walker, to ``views``."""
+        if not hasattr(renderer, "project"):
+            return
+        rot, pos = self.pose
+        if self.skin is not None:
+            drawn = self.skin.pose(rot, pos)[1]
+            hips, body = drawn[self.skin.hips], drawn[self.skin.body]
+        else:
+            hips, body = pos[self.player.hips], None
+        self.views.append(frame_record(renderer, self.frame - 1, pos, hips, body))
 
     def gui(self, ui) -> None:
         styles = self.player.lib.styles
@@ -81,14 +123,20 @@ class StyleProgram:
             if b - settle >= 30:
                 segments.append({"style": shown[a], "frames": b - settle,
                                  **style_gait_features(poses[settle:b], self.player.lib.skeleton)})
-        return {"styles": list(self.player.lib.styles), "switches": self.player.switches, "segments": segments}
+        return {"styles": list(self.player.lib.styles), "switches": self.player.switches, "segments": segments,
+                **(self.skin.summary() if self.skin is not None else NO_SKIN),
+                **({"rendered_frames": self.views} if self.views else {})}
 
 
 def programs(args: argparse.Namespace) -> list[tuple[str, StyleProgram]]:
     """Headless (and manual): the styles in turn, ``--every`` frames each; standalone: keys 1-9."""
     styles = [s for s in args.styles.split(",") if s]
-    player = StylePlayer(StyleLibrary.load(styles), styles[0])
-    return [("styles", StyleProgram(player, args.every if args.mode != "standalone" else None))]
+    library = StyleLibrary.load(styles)
+    skin = style_skin(library, args.character)
+    if skin is not None:
+        print(f"demo styles: the shared data has no Bandai character; drawing {skin.name}, retargeted")
+    player = StylePlayer(library, styles[0])
+    return [("styles", StyleProgram(player, args.every if args.mode != "standalone" else None, skin))]
 
 
 def report(m: dict) -> str:

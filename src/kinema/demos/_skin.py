@@ -1,0 +1,193 @@
+"""What the biped demos draw for a controller's skeleton, and where a frame drew it.
+
+:func:`demo_skin` picks the skinned character: the dataset's own (the LaFAN1 character of
+the shared data for a LaFAN1 skeleton, joints matched by name), else the bundled Geno (or
+a given character file), retargeted pose by pose (:class:`~kinema.retargeting.Retargeter`);
+None, with a :class:`~kinema.data.DataFallbackWarning` saying so, only for a skeleton that
+is no humanoid (the demo then draws its procedural body). :func:`frame_record` is what the
+headless runs log per rendered frame so tests can find the figure in the video.
+"""
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+import kinema.io
+from kinema.data import DataFallbackWarning, data_relative, sample_path, shared_path
+from kinema.errors import SkeletonError
+from kinema.maths import quat
+from kinema.motion import Skeleton, kinematics
+from kinema.motion.roles import find_roles
+from kinema.retargeting import Retargeter
+from kinema.serve.clip import character_pose_world
+
+# roles whose joints lie inside the body's mesh (not the thin hands and feet): the joints a
+# test looks for on the rendered figure
+BODY_ROLES = ("hips", "spine", "chest", "neck", "left_upper_leg", "right_upper_leg", "left_lower_leg",
+              "right_lower_leg", "left_upper_arm", "right_upper_arm")
+
+
+def skinned_character(joint_names, path: Path | None = None):
+    """The LaFAN1 character (``characters/lafan1_character/character.bin`` in the shared
+    data folder, or ``path``) when it exists and every joint of it but the ``Simulation``
+    root is in ``joint_names`` (a LaFAN1 skeleton); else None."""
+
+    if path is None:
+        path = shared_path("characters", "lafan1_character", "character.bin")
+    if path is None:
+        return None
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no character file {path}")
+    character = kinema.io.load_character(path)
+    names = set(joint_names)
+    if not character.has_mesh or any(n not in names for n in character.skeleton.names if n != "Simulation"):
+        return None
+    return character
+
+
+def character_pose(character, joint_names, rotations: np.ndarray, positions: np.ndarray):
+    """World pose (rotations (J', 4), positions (J', 3)) of ``character`` from a world pose of
+    the joints ``joint_names`` (joints matched by name; the rest keep their bind transform)."""
+
+    rot, pos = character_pose_world(character, list(joint_names), rotations[None], positions[None])
+    return rot[0], pos[0]
+
+
+class Skin:
+    """The skinned character drawn for the controller's skeleton: joints matched by name
+    (the LaFAN1 character on a LaFAN1 skeleton) or through a
+    :class:`~kinema.retargeting.Retargeter` (the bundled Geno on any other humanoid).
+
+    Attributes: character, joint_names (the controller's), retargeter (or None), lift (m
+    added to the retargeted pose's height so its planted feet stand on the floor), name,
+    hips and body (the character's joint indices of the hips and of :data:`BODY_ROLES`).
+    The retargeted hips stay above the controller's.
+    """
+
+    def __init__(self, character, joint_names, retargeter=None, lift: float = 0.0,
+                 source_twins: np.ndarray | None = None) -> None:
+        self.character, self.joint_names = character, list(joint_names)
+        self.retargeter, self.lift = retargeter, float(lift)
+        self.name = character.name
+        roles = find_roles(character.skeleton)
+        self.hips = roles["hips"]
+        self.body = [roles[r] for r in BODY_ROLES if r in roles]
+        self.source_twins = source_twins
+        self.twins = character.skeleton.mirror_map()
+        # C_j = M B_twin^-1 M B_j (B: bind world rotations, M: the x mirror): the mirror image
+        # of a skinned pose, as rotations of the character's own joint frames
+        bind = kinematics.forward(character.bind_rotations.astype(np.float64),
+                                  character.bind_positions.astype(np.float64), character.skeleton.parents)[0]
+        self.mirror_fix = quat.mul(quat.inv(bind[self.twins]) * _MIRROR_Q, bind)
+
+    def pose(self, rotations: np.ndarray, positions: np.ndarray, mirrored: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+        """Character world pose (rotations (J', 4), positions (J', 3)) for a controller world
+        pose (rotations (J, 4), positions (J, 3), metres).
+
+        ``mirrored`` (0-1, needs ``source_twins``): how much the pose is a mirrored clip's
+        (:meth:`kinema.motion.Motion.mirror`: rotations ``M R M``, right for the skeleton's
+        positions but not for the character's bind frames, which skin torn). Such a pose is
+        mirrored back, skinned, and the character's pose mirrored again (its rotations taken
+        to its own joint frames); between 0 and 1 the two are blended."""
+        rot, pos = self._pose(rotations, positions)
+        if mirrored <= 0.0 or self.source_twins is None:
+            return rot, pos
+        r2, p2 = self._pose(*mirror_pose(rotations, positions, self.source_twins))
+        r2, p2 = mirror_pose(r2, p2, self.twins)
+        r2 = quat.mul(r2, self.mirror_fix)
+        if mirrored < 1.0:
+            r2 = quat.slerp(rot.astype(np.float64), r2, mirrored)
+            p2 = pos + (p2 - pos) * mirrored
+        return quat.normalize(r2).astype(np.float32), p2.astype(np.float32)
+
+    def _pose(self, rotations: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self.retargeter is None:
+            return character_pose(self.character, self.joint_names, rotations, positions)
+        rot, pos = self.retargeter.world(rotations, positions)
+        # the hips stay over the controller's (a live character's path is the controller's, not
+        # one scaled about the world origin); only the height follows the new legs
+        hips = np.asarray(positions, np.float64)[..., self.retargeter.source_roles["hips"], :]
+        shift = hips * (1.0 - self.retargeter.scale)
+        shift[..., 1] = self.lift
+        pos += shift[..., None, :]
+        return rot.astype(np.float32), pos.astype(np.float32)
+
+    def summary(self) -> dict:
+        """The metrics' description of what is drawn: ``character`` ("skinned"),
+        ``character_file`` (the character's name), ``character_source`` (its file, as
+        :func:`kinema.data.data_relative` writes it) and ``retargeted``."""
+        source = self.character.source
+        return {"character": "skinned", "character_file": self.name,
+                "character_source": None if source is None else data_relative(source),
+                "retargeted": self.retargeter is not None}
+
+
+_MIRROR_Q = np.array([1.0, 1.0, -1.0, -1.0])     # M q M for the x mirror: y and z components negate
+
+
+def mirror_pose(rotations: np.ndarray, positions: np.ndarray, twins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The mirror image across x = 0 of a world pose (rotations (J, 4), positions (J, 3)):
+    left and right joints swap (``twins``: each joint's twin index), rotations ``M R M``."""
+    return (np.asarray(rotations, np.float64)[..., twins, :] * _MIRROR_Q,
+            np.asarray(positions, np.float64)[..., twins, :] * [-1.0, 1.0, 1.0])
+
+
+NO_SKIN = {"character": None, "character_file": None, "character_source": None, "retargeted": False}
+
+
+def demo_skin(skeleton: Skeleton, reference: tuple[np.ndarray, np.ndarray, float], path: Path | None = None,
+              lafan1: bool = False) -> Skin | None:
+    """What a demo skins for ``skeleton``: the LaFAN1 character when it fits (``path`` or the
+    shared data's), else ``path``'s character or the bundled Geno, retargeted (its frames and
+    foot heights measured on ``reference``: world rotations (F, J, 4), positions (F, J, 3)
+    and fps of the skeleton's own poses); None (the procedural body, with a warning) for a
+    skeleton that is no humanoid. ``lafan1``: the skeleton is LaFAN1's, so a missing LaFAN1
+    character is a fallback worth a warning."""
+
+    fit = skinned_character(skeleton.names, path)
+    twins = skeleton.mirror_map()
+    if fit is not None:
+        return Skin(fit, skeleton.names, source_twins=twins)
+    target = kinema.io.load_character(path if path is not None else sample_path("geno", "geno.glb"))
+    if path is None and lafan1:
+        warnings.warn("the LaFAN1 character (characters/lafan1_character/character.bin) is not in the shared "
+                      "data folder; drawing the bundled Geno, retargeted, instead (set KINEMA_DATA or pass "
+                      "kinema --data)", DataFallbackWarning, stacklevel=2)
+    try:
+        r = Retargeter(skeleton, target, reference)
+    except SkeletonError as exc:
+        warnings.warn(f"cannot retarget onto {target.name} ({exc}); drawing the procedural body instead",
+                      DataFallbackWarning, stacklevel=2)
+        return None
+    return Skin(target, skeleton.names, r, r.floor_offset(), twins)
+
+
+def database_skin(db, path: Path | None = None) -> Skin | None:
+    """:func:`demo_skin` for a motion-matching database's skeleton, measured on up to 4000
+    consecutive rows of its poses (contact speeds are read from them)."""
+    from kinema.control.retrieval.controller import pose_to_world
+
+    n = min(db.rows, 4000)
+    ref_rot, ref_pos = pose_to_world(db.pose[:n], db.num_joints, db.root_positions[:n], db.root_directions[:n])
+    skeleton = Skeleton(list(db.joint_names), db.parents, db.offsets)
+    return demo_skin(skeleton, (ref_rot, ref_pos, db.fps), path, lafan1=db.config.name.startswith("lafan1"))
+
+
+def frame_record(renderer, frame: int, joints: np.ndarray, hips: np.ndarray,
+                 body: np.ndarray | None = None) -> dict:
+    """Where the frame just shown put the figure: the camera, the hips (3,) and their pixel,
+    the share of ``joints`` (J, 3) inside the image and their pixel box (x0, y0, x1, y1), and
+    the pixels of ``body`` joints (B, 3) when given (points on the drawn mesh)."""
+    px, _, visible = renderer.project(hips)
+    jpx, _, jvis = renderer.project(joints)
+    cam = renderer.camera.camera
+    out = {"frame": frame, "camera_position": cam.position.tolist(), "camera_target": cam.target.tolist(),
+           "hips": np.asarray(hips).tolist(), "hips_px": px.tolist(), "hips_visible": bool(visible),
+           "joints_visible": float(np.mean(jvis)), "joints_box_px": [*jpx.min(0).tolist(), *jpx.max(0).tolist()]}
+    if body is not None:
+        bpx, _, bvis = renderer.project(body)
+        out.update(body_px=bpx.tolist(), body_visible=bvis.tolist())
+    return out
