@@ -83,3 +83,40 @@ def test_tensorboard_logs_beside_the_checkpoint(tmp_path):
     # a second run replaces the first's events (no doubled curves)
     assert main(["train", str(CONFIG), "--out", str(out)]) == 0
     assert len(list(logs.glob("events.out.tfevents.*"))) == 1
+
+
+def test_tensorboard_scalars_are_live_while_training(tmp_path):
+    """A user running ``tensorboard --logdir`` sees the curves during training: the event
+    file beside the checkpoint holds train/loss and the validation numbers of the
+    validations made so far while ``kinema train`` is still running (they are flushed at
+    each validation), and an interrupted run keeps them."""
+    import pytest
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out = tmp_path / "tiny.safetensors"
+    logs = out.with_suffix(".tensorboard")
+    proc = _train("--out", out, "--set", "train.free=400", cwd=tmp_path)    # 410 steps, a validation every 7
+    seen: list[int] = []
+    finished = True
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        if list(logs.glob("events.out.tfevents.*")):
+            events = EventAccumulator(str(logs))
+            events.Reload()
+            if "train/loss" in events.Tags()["scalars"]:
+                seen = [e.step for e in events.Scalars("train/loss")]
+                val = [e.step for e in events.Scalars("validation/fr_with")]
+                finished = out.exists()             # the checkpoint is written when training ends
+                break
+        time.sleep(0.2)
+    running = proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert running and seen and not finished, err                # read while it trained
+    assert seen[0] == 7 and val == seen and seen[-1] < 410, seen  # from the first validation on
+    assert proc.returncode == 130, err
+    events = EventAccumulator(str(logs))
+    events.Reload()
+    kept = [e.step for e in events.Scalars("train/loss")]
+    assert kept[:len(seen)] == seen and all(s % 7 == 0 for s in kept)

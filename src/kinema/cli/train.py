@@ -23,47 +23,61 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = apply_overrides(load_config(args.config), args.set)
     out = Path(args.out or cfg.get("out", "model.safetensors"))
+    board = TensorBoardLog.open(out.with_suffix(".tensorboard"))
     try:
-        path, meta = train(cfg, out, resume=args.resume)
+        path, meta = train(cfg, out, resume=args.resume, on_validation=board)
     except KeyboardInterrupt:
         partial = partial_path(out)
         where = (f"the state of the last validation is in {partial}; run the same command with --resume to "
                  "continue" if partial.is_file() else "stopped before the first validation, nothing saved")
         print(f"kinema train: interrupted; {where}", file=sys.stderr)
         return 130
+    finally:
+        if board is not None:
+            board.close()
     h = meta["history"]
     curve = plot_history(h["epochs"], path.with_suffix(".loss.png"))
-    logs = write_tensorboard(h["epochs"], path.with_suffix(".tensorboard"))
     print(f"wrote {path} (database {meta['fingerprint']}, {meta['parameters']['total']:,} parameters, "
           f"{meta['train_seconds']:.0f} s) and its loss curve {curve}"
-          + (f" and TensorBoard logs {logs}" if logs is not None else "")
+          + (f" and TensorBoard logs {board.logdir}" if board is not None else "")
           + f"; best epoch {h['best']['epoch']}: {json.dumps(h['best'])}")
     return 0
 
 
-def write_tensorboard(epochs: list[dict], logdir: Path) -> Path | None:
-    """The training history as TensorBoard scalars in ``logdir`` (``tensorboard --logdir
-    DIR``), against the training step: ``train/loss`` and ``validation/<key>`` for every
-    number a validation recorded (free-running errors, rates, ...), plus ``train/epoch``.
-    Events of an earlier run in ``logdir`` are replaced. Returns ``logdir``, or None (and
-    writes nothing) when the ``tensorboard`` package is not installed."""
-    import importlib.util
-    if importlib.util.find_spec("tensorboard") is None:
-        return None
-    from torch.utils.tensorboard import SummaryWriter
+class TensorBoardLog:
+    """Live TensorBoard scalars of a training run in ``logdir`` (``tensorboard --logdir
+    DIR`` shows the curves while it trains): called with each validation's history record,
+    it writes, against the training step, ``train/loss``, ``train/epoch`` and
+    ``validation/<key>`` for every number the validation recorded (free-running errors,
+    rates, ...), and flushes them to the event file at once. Events of an earlier run in
+    ``logdir`` are removed when it opens (a resumed run replays its restored records)."""
 
-    logdir.mkdir(parents=True, exist_ok=True)
-    for old in logdir.glob("events.out.tfevents.*"):
-        old.unlink()
-    with SummaryWriter(str(logdir)) as writer:
-        for rec in epochs:
-            step = int(rec["step"])
-            for key, value in rec.items():
-                if key in ("step", "seconds") or isinstance(value, bool) or not isinstance(value, (int, float)):
-                    continue
-                tag = {"train_loss": "train/loss", "epoch": "train/epoch"}.get(key, f"validation/{key}")
-                writer.add_scalar(tag, float(value), step)
-    return logdir
+    def __init__(self, logdir: Path) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.logdir = Path(logdir)
+        self.logdir.mkdir(parents=True, exist_ok=True)
+        for old in self.logdir.glob("events.out.tfevents.*"):
+            old.unlink()
+        self.writer = SummaryWriter(str(self.logdir))
+
+    @classmethod
+    def open(cls, logdir: Path) -> TensorBoardLog | None:
+        """The log, or None (and nothing written) when the ``tensorboard`` package is not installed."""
+        import importlib.util
+        return cls(logdir) if importlib.util.find_spec("tensorboard") is not None else None
+
+    def __call__(self, rec: dict) -> None:
+        step = int(rec["step"])
+        for key, value in rec.items():
+            if key in ("step", "seconds") or isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            tag = {"train_loss": "train/loss", "epoch": "train/epoch"}.get(key, f"validation/{key}")
+            self.writer.add_scalar(tag, float(value), step)
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
 
 
 def plot_history(epochs: list[dict], path: Path) -> Path:

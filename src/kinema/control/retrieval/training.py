@@ -54,6 +54,7 @@ import json
 import math
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -617,7 +618,7 @@ def _set_rng_states(states: dict, rng, sampler, retriever) -> None:
 
 
 def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = False,
-          stop_after: int | None = None) -> tuple[Path, dict]:
+          stop_after: int | None = None, on_validation: Callable[[dict], None] | None = None) -> tuple[Path, dict]:
     """Run the whole recipe of ``cfg``; write the checkpoint (best free-running validation
     weights) and return (path, metadata).
 
@@ -627,6 +628,11 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
     config, giving the same weights as an uninterrupted run; ``stop_after`` stops after that
     many steps with only the partial state written (returns its path and ``{}``). The
     partial file is removed when the run completes.
+
+    ``on_validation(record)`` is called with every validation's history record (epoch,
+    step, stage, train_loss, seconds and the validation numbers) as soon as it is made and
+    its state saved (a resumed run first replays the records it restored), so a live view
+    of the run (TensorBoard) follows the training.
     """
     out = Path(out or cfg.get("out", "model.safetensors"))   # relative to the working directory
     partial = partial_path(out)
@@ -663,6 +669,9 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
         best, best_state = st["best"], st["best_state"]
         history, running, first, elapsed = st["history"], st["running"], st["step"], st["seconds"]
         log(f"resuming {partial} at step {first} of {total}")
+    if on_validation is not None:
+        for rec in history:
+            on_validation(rec)
     t0 = time.time() - elapsed
     from tqdm import tqdm
     for step in tqdm(range(first, total), desc="train", leave=False, mininterval=5, initial=first, total=total):
@@ -704,6 +713,8 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
                      "best": best, "best_state": best_state, "history": history, "running": running,
                      "seconds": time.time() - t0}
             save_checkpoint(partial, model, training_state=state, config=cfg)
+            if on_validation is not None:
+                on_validation(rec)
         if stop_after is not None and step + 1 >= stop_after and step + 1 < total:
             return partial, {}
     if s.scheduled + s.free > 0:
