@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kinema.data import sample_root, shared_root
+from kinema.matching import quadruped
 
 
 @pytest.fixture(scope="session")
@@ -25,6 +26,16 @@ def shared_data() -> Path:
 def sample_data() -> Path:
     """The small permissively licensed sample bundled in the package."""
     return sample_root()
+
+
+@pytest.fixture(scope="session")
+def dog_database(shared_data):
+    """The MANN dog's matching database (:mod:`kinema.matching.quadruped`) from the shared
+    takes and their mirrors; skips the test when ``quadruped/bvh`` is absent."""
+    folder = shared_data / "quadruped" / "bvh"
+    if not folder.exists():
+        pytest.skip("quadruped/bvh not in the shared data folder")
+    return quadruped.build_database(sorted(folder.glob("*.bvh")))
 
 
 @pytest.fixture

@@ -14,13 +14,6 @@ from kinema.control.quadruped import DogController
 from kinema.matching import quadruped as q
 
 
-@pytest.fixture(scope="module")
-def database(shared_data):
-    if not (shared_data / "quadruped" / "bvh").exists():
-        pytest.skip("quadruped/bvh not in the shared data folder")
-    return q.build_database(sorted((shared_data / "quadruped" / "bvh").glob("*.bvh")))
-
-
 def _roll(db, gait, heading_deg, frames=200, lock=True):
     c = DogController(db, foot_lock=lock)
     d = np.array([np.sin(np.radians(heading_deg)), np.cos(np.radians(heading_deg))])
@@ -33,13 +26,13 @@ def _roll(db, gait, heading_deg, frames=200, lock=True):
 
 
 @pytest.mark.parametrize("gait,heading", [("walk", 0.0), ("pace", 135.0), ("trot", 90.0), ("canter", -90.0)])
-def test_dog_goes_where_commanded_in_the_commanded_gait(database, gait, heading):
-    poses, d, _ = _roll(database, gait, heading)
+def test_dog_goes_where_commanded_in_the_commanded_gait(dog_database, gait, heading):
+    poses, d, _ = _roll(dog_database, gait, heading)
     seg = poses[40:]                                     # after turning from +Z and settling
     travel = (seg[-1, 0] - seg[0, 0])[[0, 2]]
     assert np.linalg.norm(travel) > 0.3 * len(seg) / q.FPS   # it moves (at least 0.3 m/s)
     assert travel @ d / np.linalg.norm(travel) > 0.95         # ... the commanded way
-    m = q.measure_gait(seg, database.skeleton)
+    m = q.measure_gait(seg, dog_database.skeleton)
     assert m["gait"] == gait, m
     if gait == "trot":        # diagonal pairs together, lateral pairs apart
         assert m["diagonal"] > 0.3 and m["lateral"] < 0.0
@@ -51,10 +44,10 @@ def test_dog_goes_where_commanded_in_the_commanded_gait(database, gait, heading)
         assert max(m["diagonal"], m["lateral"]) < 0.3
 
 
-def test_paw_locking_reduces_sliding(database):
+def test_paw_locking_reduces_sliding(dog_database):
     """Planted paws slide less with locking than without (same commands, same database)."""
     def slide(lock):
-        poses, _, c = _roll(database, "walk", 45.0, frames=150, lock=lock)
+        poses, _, c = _roll(dog_database, "walk", 45.0, frames=150, lock=lock)
         paws = poses[:, c.paws][:, :, [0, 2]]
         speed = np.linalg.norm(np.diff(paws, axis=0), axis=-1) * q.FPS       # (F-1, 4) m/s
         planted = c.contact_history[1:] & c.contact_history[:-1]

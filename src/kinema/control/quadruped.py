@@ -1,6 +1,8 @@
 """The MANN dog's motion-matching controller: search restricted to the commanded gait over
-:mod:`kinema.matching.quadruped`'s database, inertialized transitions (offsets decayed
-exponentially), a velocity-spring trajectory and live four-leg foot locking (leg IK).
+:mod:`kinema.matching.quadruped`'s database, inertialized transitions (the biped's
+:class:`~kinema.control.inertialize.Inertializer`: offsets of the hips position, the joint
+rotations and their velocities decayed by a critically damped spring), a velocity-spring
+trajectory and live four-leg foot locking (leg IK).
 
 Everything runs at 30 fps; metres, Y up, quaternions (w, x, y, z).
 """
@@ -8,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kinema.control.inertialize import Inertializer, PoseState
 from kinema.control.springs import velocity_spring, velocity_spring_predict
 from kinema.errors import KinemaError
 from kinema.ik.pose import solve_pose
@@ -16,28 +19,53 @@ from kinema.maths import angles, quat
 from kinema.motion import kinematics
 
 
+def row_velocities(db: Database) -> tuple[np.ndarray, np.ndarray]:
+    """Velocities of every database row toward the next (forward differences at 30 fps;
+    zero on a clip's last row), as the inertializer reads them.
+
+    Returns:
+        hips (N, 1, 3) m/s: the hips' world velocity (the root's motion included)
+        expressed in the row's root space; angular (N, J, 3) rad/s: each joint's local
+        rotation rate, the hips' in world terms (the root's yaw rate included), as rotation
+        vectors in the parent's (the hips': the root's) frame.
+    """
+    n = db.num_frames
+    nxt = np.where(db.next_ok, np.arange(n) + 1, np.arange(n))
+    turn = angles.yaw_quaternion(np.where(db.next_ok, db.yaw_delta.astype(np.float64), 0.0))   # (N, 4)
+    step = np.where(db.next_ok[:, None], db.root_delta.astype(np.float64), 0.0)
+    hips = db.hips.astype(np.float64)
+    vel = (step + quat.rotate(turn, hips[nxt]) - hips) * FPS
+    rot = db.rotations.astype(np.float64)
+    ahead = rot[nxt]
+    ahead[:, 0] = quat.mul(turn, ahead[:, 0])
+    ang = quat.log(quat.abs(quat.mul(ahead, quat.inv(rot)))) * FPS
+    return vel[:, None], ang
+
+
 class DogController:
     """Steers the dog: ``step(direction, gait)`` once per frame at 30 fps.
 
     Args:
         db: the :class:`Database`.
         search_every: frames between searches (also searches at once when the gait changes).
-        halflife: inertialization halflife (s) of transitions; the trajectory spring's too.
+        halflife: inertialization halflife (s) of transitions (the biped's critically damped
+            offset spring); the trajectory spring's is twice it.
         foot_lock: lock planted paws (IK on each leg).
     """
 
     def __init__(self, db: Database, search_every: int = 24, halflife: float = 0.12, foot_lock: bool = True,
                  start_gait: str = "walk") -> None:
         self.db, self.search_every, self.halflife, self.use_lock = db, search_every, halflife, foot_lock
-        self.index = int(np.nonzero(db.valid & (db.gait == GAITS.index(start_gait)))[0][0])
+        self.index = int(np.flatnonzero(db.search_mask(start_gait))[0])
         self.position = np.zeros(3)              # root on the floor, world
         self.yaw = 0.0                           # root facing angle about +Y (0: +Z)
         self.velocity = np.zeros(3)
         self.accel = np.zeros(3)
         self.gait: str | None = None
         self.since_search = 0
-        self.offset_rot = np.zeros((db.skeleton.num_joints, 3))     # inertialization offsets (log space)
-        self.offset_hips = np.zeros(3)
+        self.hips_velocity, self.angular_velocity = row_velocities(db)
+        self.shown = self._state(self.index)     # the inertialized root-space pose on screen
+        self.inertializer = Inertializer(self.shown, halflife)
         self.searches = 0
         sk = db.skeleton
         self.paws = [sk.index(n) for n in PAWS]
@@ -66,8 +94,7 @@ class DogController:
     def _search(self, direction: np.ndarray, gait: str) -> None:
         db = self.db
         q = self._query(direction, db.speeds[gait])
-        rows = (db.valid & (db.gait == GAITS.index(gait)) & (db.mirrored == db.mirrored[self.index])
-                & (db.remaining >= self.search_every))
+        rows = db.search_mask(gait, bool(db.mirrored[self.index]), self.search_every)
         if not rows.any():
             raise KinemaError(f"the database has no {gait} frames")
         cand = np.nonzero(rows)[0]
@@ -83,13 +110,17 @@ class DogController:
             self._transition(best)
         self.since_search = 0
 
-    def _transition(self, new: int) -> None:
-        """Inertialize: keep the visible pose, decay the difference to the new frame's."""
+    def _state(self, row: int) -> PoseState:
+        """Root-space pose of database row ``row``: the hips' position (1, 3) and velocity
+        (1, 3), every joint's local rotation (J, 4) (the hips' in root space) and rate (J, 3)."""
         db = self.db
-        cur_rot = quat.mul(quat.exp(self.offset_rot), db.rotations[self.index].astype(np.float64))
-        cur_hips = db.hips[self.index] + self.offset_hips
-        self.offset_rot = quat.log(quat.abs(quat.mul(cur_rot, quat.inv(db.rotations[new].astype(np.float64)))))
-        self.offset_hips = cur_hips - db.hips[new]
+        return PoseState(db.hips[row][None].astype(np.float64), self.hips_velocity[row],
+                         db.rotations[row].astype(np.float64), self.angular_velocity[row])
+
+    def _transition(self, new: int) -> None:
+        """Switch to row ``new``, inertialized: the shown pose keeps its value and velocity,
+        the offset to the new row's decays (:class:`~kinema.control.inertialize.Inertializer`)."""
+        self.inertializer.transition(self._state(self.index), self._state(new))
         self.index = new
 
     # ------------------------------------------------------------------ step
@@ -124,17 +155,15 @@ class DogController:
         if n > 1e-6:
             err = angles.wrap(angles.yaw(d) - self.yaw)
             self.yaw += 0.06 * err
-        decay = 0.5 ** (dt / self.halflife)
-        self.offset_rot *= decay
-        self.offset_hips *= decay
+        self.shown = self.inertializer.update(self._state(self.index), dt)
         return self.pose()
 
     def pose(self) -> tuple[np.ndarray, np.ndarray]:
         """The world pose shown now (rotations (J, 4), positions (J, 3)), paws locked."""
         db = self.db
-        rot = quat.mul(quat.exp(self.offset_rot), db.rotations[self.index].astype(np.float64))
-        ry = np.array([np.cos(self.yaw / 2), 0.0, np.sin(self.yaw / 2), 0.0])
-        hips = db.hips[self.index] + self.offset_hips
+        rot = self.shown.rotations.copy()
+        ry = angles.yaw_quaternion(self.yaw)
+        hips = self.shown.positions[0]
         pos = db.offsets[self.index].astype(np.float64)
         pos[0] = self.position + quat.rotate(ry, hips)
         rot[0] = quat.mul(ry, rot[0])

@@ -97,14 +97,6 @@ def desired_velocity(stick_world: np.ndarray, facing: np.ndarray, speeds: np.nda
     return _floor(c * lx + s * lz, c * lz - s * lx)
 
 
-def _yaw_quat(yaw: float | np.ndarray) -> np.ndarray:
-    """Yaw quaternions (..., 4) of angles (...)."""
-    half = np.asarray(yaw) / 2
-    c = np.cos(half)
-    z = np.zeros_like(c)
-    return np.stack([c, z, np.sin(half), z], -1)
-
-
 @dataclass
 class Simulation:
     """The simulated character root(s), advanced by springs: one character, or a batch with
@@ -176,7 +168,7 @@ class TrajectoryController:
         self.config = config or ControlConfig()
         lead = () if batch is None else (int(batch),)
         pos = np.broadcast_to(np.asarray(position, np.float64) * [1, 0, 1], lead + (3,)).copy()
-        rot = np.broadcast_to(_yaw_quat(yaw), lead + (4,)).copy()
+        rot = np.broadcast_to(angles.yaw_quaternion(yaw), lead + (4,)).copy()
         zero = np.zeros(lead + (3,))
         self.sim = Simulation(position=pos, velocity=zero.copy(), acceleration=zero.copy(), rotation=rot,
                               angular_velocity=zero.copy(), gait=0.0 if batch is None else np.zeros(lead),
@@ -195,11 +187,11 @@ class TrajectoryController:
         speeds = (1 - gait) * np.array(cfg.run_speeds) + gait * np.array(cfg.walk_speeds)
         vel = desired_velocity(world, direction, speeds)
         moving = (np.sqrt((world * world).sum(-1)) > 0.01)[..., None]
-        rot = np.where(moving, _yaw_quat(_direction_yaw(vel)), sim.desired_rotation)
+        rot = np.where(moving, angles.yaw_quaternion(_direction_yaw(vel)), sim.desired_rotation)
         if facing_stick is not None:   # strafe: face the right stick
             fs = np.asarray(facing_stick, np.float64)
             strafe = (np.hypot(fs[..., 0], fs[..., 1]) > 0.01)[..., None]
-            rot = np.where(strafe, _yaw_quat(_direction_yaw(stick_to_world(fs, frame_yaw))), rot)
+            rot = np.where(strafe, angles.yaw_quaternion(_direction_yaw(stick_to_world(fs, frame_yaw))), rot)
         return vel, rot
 
     def update(self, stick: np.ndarray, dt: float, walk: bool | np.ndarray = False,

@@ -1,8 +1,13 @@
 """The MANN dog's motion-matching database (Zhang et al. 2018): trajectory, paw and hip
 feature groups declared with :mod:`kinema.matching.features` (:func:`dog_features`), and
-gait labels measured from the footfall pattern as a search mask per gait
-(:attr:`Database.valid`, :attr:`Database.gait`); the controller that plays it is
-:class:`kinema.control.quadruped.DogController`.
+gait labels measured from the footfall pattern (:attr:`Database.gait`) that restrict each
+search to the commanded gait through one mask (:meth:`Database.search_mask`); the
+controller that plays it is :class:`kinema.control.quadruped.DogController`.
+
+The gait is a label column and a hard mask, not a feature group: it is measured over a 1 s
+window of a whole take (footfall correlations, speed, short runs dropped), not computed
+per frame from a pose and a trajectory as a group is, and a search never trades it against
+distance.
 
 Gaits from footfalls: over a 1 s window the correlations of the four paws' heights tell
 the gaits apart (front left/right ``LeftHand``/``RightHand``, hind ``LeftFoot``/``RightFoot``):
@@ -160,6 +165,19 @@ class Database:
     @property
     def num_frames(self) -> int:
         return int(len(self.gait))
+
+    def search_mask(self, gait: str, mirrored: bool | None = None, min_remaining: int = 1) -> np.ndarray:
+        """(N,) bool: the rows a search for ``gait`` may jump to.
+
+        Valid rows (room for the trajectory ahead) labelled ``gait``, with at least
+        ``min_remaining`` frames left in their gait segment, on plain or mirrored takes as
+        ``mirrored`` says (None: both)."""
+        if gait not in GAITS:
+            raise KinemaError(f"unknown gait {gait!r}; gaits: {', '.join(GAITS)}")
+        mask = self.valid & (self.gait == GAITS.index(gait)) & (self.remaining >= min_remaining)
+        if mirrored is not None:
+            mask &= self.mirrored == mirrored
+        return mask
 
     @property
     def feature_set(self) -> FeatureSet:

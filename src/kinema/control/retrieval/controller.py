@@ -38,7 +38,7 @@ from kinema.errors import KinemaError
 from kinema.features.normalisation import Normaliser
 from kinema.features.root import yaw_rotate
 from kinema.matching.database import Database, pose_layout
-from kinema.maths import quat
+from kinema.maths import angles, quat
 from kinema.nn.checkpoint import load_checkpoint
 
 MODES = ("retrieval", "no_retrieval", "matching")
@@ -57,10 +57,7 @@ def pose_to_world(pose: np.ndarray, num_joints: int, root_position, root_directi
     a, b = layout["joint_rotations_6d"]
     local = quat.from_6d(np.asarray(pose[..., a:b], np.float64).reshape(lead + (-1, 6)))
     a, b = layout["joint_positions"]
-    d = np.asarray(root_direction, np.float64)
-    yaw = np.arctan2(d[..., 0], d[..., 2])
-    zero = np.zeros_like(yaw)
-    ry = np.stack([np.cos(yaw / 2), zero, np.sin(yaw / 2), zero], -1)[..., None, :]
+    ry = angles.yaw_quaternion(angles.yaw(np.asarray(root_direction, np.float64)))[..., None, :]
     pos = quat.rotate(ry, np.asarray(pose[..., a:b], np.float64).reshape(lead + (-1, 3))) \
         + np.asarray(root_position, np.float64)[..., None, :]
     return quat.mul(ry, local).astype(np.float32), pos.astype(np.float32)
@@ -201,9 +198,8 @@ class RetrievalCrowd:
         far = dist > ADJUST_CLAMP
         if far.any():
             pos[far] -= off[far] * (1 - ADJUST_CLAMP / dist[far])[:, None]
-        yaw = np.arctan2(self.root_dir[:, 0], self.root_dir[:, 2])
-        want = np.arctan2(direction[:, 0], direction[:, 2])
-        yaw = yaw + a * ((want - yaw + np.pi) % (2 * np.pi) - np.pi)
+        yaw = angles.yaw(self.root_dir)
+        yaw = yaw + a * angles.wrap(angles.yaw(direction) - yaw)
         self.root_pos[:] = pos.astype(np.float32)
         self.root_dir[:] = np.stack([np.sin(yaw), np.zeros_like(yaw), np.cos(yaw)], -1).astype(np.float32)
         self.mover.start(self.poses, self.root_pos, self.root_dir)   # the toes as now drawn

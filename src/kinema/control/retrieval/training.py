@@ -83,6 +83,15 @@ SKATE_ON = ("truth", "own")
 
 @dataclass
 class TrainSettings:
+    """The ``[train]`` table of a retrieval config (stored in the checkpoint): batch and
+    window sizes, the step counts of the teacher-forced -> scheduled -> free-running
+    curriculum, noise and dropout of the conditioning, loss term weights, validation.
+
+    Not :class:`kinema.nn.train.TrainConfig`: that drives the epoch-based supervised
+    :class:`~kinema.nn.train.Trainer`; this curriculum is stepped by :func:`train` here, and
+    its field names are the keys the configs and shipped checkpoints hold.
+    """
+
     seed: int = 0
     batch: int = 16
     window: int = 64
