@@ -77,7 +77,9 @@ def test_lafan1_model_draws_the_skinned_character(tmp_path, shared_data, cache):
     m = result["controllers"]["matching"]
     at_hips, corner = _body_visible(m["video"], m["rendered_frames"], every=5)
     assert np.median(corner) < 8.0, corner
-    assert (at_hips > 25.0).mean() >= 0.9, at_hips
+    # the grey character on the pale floor (as Geno's first-run check; its torn mirrored poses,
+    # dark folded triangles, once differed more)
+    assert (at_hips > 12.0).mean() >= 0.9 and np.median(at_hips) > 3 * np.median(corner), at_hips
 
 
 def test_pose_vector_to_world_matches_forward_kinematics(shared_data):

@@ -172,8 +172,13 @@ def test_panels_stay_inside_the_image_and_clear_of_each_other(fresh):
         boxes.update(zip(("first", "second", "right"), ui._panels))
 
     render(fresh, lambda r: None, gui)        # the first frame measures the heights
+    at_first = dict(boxes)
     img = render(fresh, lambda r: None, gui)
     assert img is not None
+    # a text panel holds all its rows from the first frame on (a recording may have only that one)
+    for k in ("first", "second"):
+        assert at_first[k][3] == boxes[k][3], (k, at_first[k], boxes[k])
+    assert boxes["second"][3] < boxes["first"][3]
     first, second, right = (np.array(boxes[k]) for k in ("first", "second", "right"))
     for a, b in ((first, second), (first, right), (second, right)):
         overlap_x = min(a[0] + a[2], b[0] + b[2]) - max(a[0], b[0])

@@ -79,29 +79,74 @@ class Skin:
         self.twins = character.skeleton.mirror_map()
         # C_j = M B_twin^-1 M B_j (B: bind world rotations, M: the x mirror): the mirror image
         # of a skinned pose, as rotations of the character's own joint frames
-        bind = kinematics.forward(character.bind_rotations.astype(np.float64),
-                                  character.bind_positions.astype(np.float64), character.skeleton.parents)[0]
-        self.mirror_fix = quat.mul(quat.inv(bind[self.twins]) * _MIRROR_Q, bind)
+        bind_rot, bind_pos = kinematics.forward(character.bind_rotations.astype(np.float64),
+                                                character.bind_positions.astype(np.float64),
+                                                character.skeleton.parents)
+        self.mirror_fix = quat.mul(quat.inv(bind_rot[self.twins]) * _MIRROR_Q, bind_rot)
+        # per driven joint: its driven children and their bind bones in the joint's frame
+        driven = set(self.joint_names)
+        names, parents = character.skeleton.names, character.skeleton.parents
+        self.bones: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for j, name in enumerate(names):
+            kids = [c for c in range(len(names)) if parents[c] == j and names[c] in driven
+                    and np.linalg.norm(bind_pos[c] - bind_pos[j]) > 1e-3]
+            if name in driven and kids:
+                self.bones[j] = (np.array(kids), quat.rotate(quat.inv(bind_rot[j]), bind_pos[kids] - bind_pos[j]))
+
+    def bone_error(self, rotations: np.ndarray, positions: np.ndarray) -> float:
+        """Largest angle (degrees) between a driven bone as the character's world pose
+        (rotations (J', 4), positions (J', 3)) skins it and as its joints place it: near 0
+        for a pose in the character's joint frames, large where the mesh tears."""
+        worst = 0.0
+        for j, (kids, local) in self.bones.items():
+            skinned, placed = quat.rotate(rotations[j], local), positions[kids] - positions[j]
+            cos = (skinned * placed).sum(-1) / np.maximum(np.linalg.norm(skinned, axis=-1)
+                                                          * np.linalg.norm(placed, axis=-1), 1e-12)
+            worst = max(worst, float(np.degrees(np.arccos(np.clip(cos, -1.0, 1.0))).max()))
+        return worst
+
+    def fit_bones(self, rotations: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """World rotations (J', 4) turned, joint by joint, the least that makes every driven
+        bone skin where its joints are (one child: the shortest arc; several: the best-fit
+        rotation of all), so a pose between joint-frame conventions (an inertialized switch
+        between a clip and a mirrored one) does not tear the mesh."""
+        out = np.asarray(rotations, np.float64).copy()
+        for j, (kids, local) in self.bones.items():
+            skinned = quat.rotate(out[j], local)
+            placed = np.asarray(positions, np.float64)[kids] - positions[j]
+            if len(kids) == 1:
+                q = quat.between(skinned[0], placed[0])
+            else:       # Kabsch: the rotation taking the skinned bones onto the placed ones
+                u, _, vt = np.linalg.svd(skinned.T @ placed)
+                d = np.sign(np.linalg.det(vt.T @ u.T))
+                q = quat.from_matrix(vt.T @ np.diag([1.0, 1.0, d]) @ u.T)
+            out[j] = quat.mul(q, out[j])
+        return quat.normalize(out)
 
     def pose(self, rotations: np.ndarray, positions: np.ndarray, mirrored: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
         """Character world pose (rotations (J', 4), positions (J', 3)) for a controller world
         pose (rotations (J, 4), positions (J, 3), metres).
 
-        ``mirrored`` (0-1, needs ``source_twins``): how much the pose is a mirrored clip's
-        (:meth:`kinema.motion.Motion.mirror`: rotations ``M R M``, right for the skeleton's
-        positions but not for the character's bind frames, which skin torn). Such a pose is
-        mirrored back, skinned, and the character's pose mirrored again (its rotations taken
-        to its own joint frames); between 0 and 1 the two are blended."""
+        With ``source_twins``, a mirrored clip's pose (:meth:`kinema.motion.Motion.mirror`:
+        rotations ``M R M``, right for the skeleton's positions but not for the character's
+        bind frames, which skin torn) is handled: the pose is also mirrored back, skinned and
+        the character's pose mirrored again (its rotations taken to its own joint frames).
+        Matched by name, the one of the two whose bones skin closer to the joints is kept and
+        its bones fitted to them (:meth:`fit_bones`); retargeted, the mirrored one when
+        ``mirrored`` (how much the pose is a mirrored clip's, 0-1) is at least 0.5."""
         rot, pos = self._pose(rotations, positions)
-        if mirrored <= 0.0 or self.source_twins is None:
+        if self.source_twins is None:
+            return rot, pos
+        if self.retargeter is not None and mirrored < 0.5:
             return rot, pos
         r2, p2 = self._pose(*mirror_pose(rotations, positions, self.source_twins))
         r2, p2 = mirror_pose(r2, p2, self.twins)
-        r2 = quat.mul(r2, self.mirror_fix)
-        if mirrored < 1.0:
-            r2 = quat.slerp(rot.astype(np.float64), r2, mirrored)
-            p2 = pos + (p2 - pos) * mirrored
-        return quat.normalize(r2).astype(np.float32), p2.astype(np.float32)
+        r2 = quat.normalize(quat.mul(r2, self.mirror_fix))
+        if self.retargeter is not None:
+            return r2.astype(np.float32), p2.astype(np.float32)
+        if self.bone_error(r2, pos) < self.bone_error(rot, pos):
+            rot = r2
+        return self.fit_bones(rot, pos).astype(np.float32), np.asarray(pos, np.float32)
 
     def _pose(self, rotations: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if self.retargeter is None:

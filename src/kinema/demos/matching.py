@@ -210,7 +210,10 @@ class MatchingProgram:
         """The frame as shown: its camera and where it drew the character, to ``views``."""
         if self.comp.output is None or not hasattr(renderer, "project"):
             return
-        self.views.append(frame_record(renderer, len(self.comp.records["step_s"]) - 1, *self._drawn()))
+        view = frame_record(renderer, len(self.comp.records["step_s"]) - 1, *self._drawn())
+        if self.comp.skinned is not None:     # how far the skinned bones are from the joints, and from a mirror clip
+            view.update(bone_error_deg=self.skin.bone_error(*self.comp.skinned), mirrored=self.comp.mirrored)
+        self.views.append(view)
 
     def gui(self, ui) -> None:
         r = self.comp.records

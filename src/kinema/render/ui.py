@@ -124,8 +124,10 @@ class Ui:
 
     def lines(self, title: str, lines: list[str], x: float = 10, y: float = 40, width: float = 360) -> None:
         """A titled panel holding one label per line of text, as wide as its longest line
-        needs (within the image)."""
-        with self.panel(title, x=x, y=y, width=self.fit_width([title, *lines], width)):
+        needs (within the image) and as tall as its rows from the first frame on (a panel's
+        remembered height would hold one row in the first frame: a recording's only frame)."""
+        height = ROW + 2 * PAD + len(lines) * (ROW + 4)     # title row, then label rows of ROW + 4
+        with self.panel(title, x=x, y=y, width=self.fit_width([title, *lines], width), height=height):
             for line in lines:
                 self.label(line)
 
