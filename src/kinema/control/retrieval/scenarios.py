@@ -12,11 +12,16 @@ Measured on every drawn frame: ``finite``; ``bone_length_drift_mm``, the largest
 any bone length from the rest skeleton (a pose whose positions and rotations drift apart
 stretches bones: the tear a user sees); ``head_above_hips``; ``root_error_m``, the mean
 horizontal distance from the character's root to the requested path (the simulation
-object); ``foot_skate_cm_s``, horizontal toe speed while the toe is on the floor.
+object); ``foot_skate_cm_s``, horizontal toe speed while the toe is on the floor;
+``travelled_m`` and ``path_m``, the horizontal distance the character's root and the
+requested path (the simulation object) covered: a root that runs away with the stick
+released, or shakes back and forth while its mean error stays small, travels far more than
+its path.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 
 import numpy as np
 
@@ -76,6 +81,23 @@ def head_joint(db: Database) -> int:
     return int(np.argmax(joint_positions(db, db.pose.mean(0))[:, 1]))
 
 
+def path_length(positions: np.ndarray) -> float:
+    """Horizontal length (m) of a path of positions (F, 3)."""
+    return float(np.linalg.norm(np.diff(positions[:, [0, 2]], axis=0), axis=-1).sum())
+
+
+@lru_cache(maxsize=32)   # a pure function of a module-level stick: the same path each call
+def requested_path_m(stick: Stick, frames: int = 3600, fps: float = 60.0) -> float:
+    """Length (m) of the path the trajectory springs make of ``stick`` over ``frames``
+    frames: the simulation object's, which does not depend on the controller."""
+    traj = TrajectoryController()
+    path = np.empty((frames, 3))
+    for f in range(frames):
+        s, walk = stick(f / fps)
+        path[f] = traj.update(np.asarray(s, np.float64), 1.0 / fps, walk=walk).position
+    return path_length(path)
+
+
 def run_scenario(ctl, stick: Stick, frames: int = 3600, fps: float = 60.0, foot_lock: bool = True,
                  unlock_radius: float = 0.2, lock_halflife: float = 0.1) -> dict:
     """Drive ``ctl`` (a :class:`~kinema.control.retrieval.controller.RetrievalController`,
@@ -111,7 +133,7 @@ def run_scenario(ctl, stick: Stick, frames: int = 3600, fps: float = 60.0, foot_
             "head_above_hips": bool(np.all(drawn[:, head, 1] > drawn[:, roles["hips"], 1])),
             "root_error_m": float(np.linalg.norm((roots - path)[:, [0, 2]], axis=-1).mean()),
             "foot_skate_cm_s": float(foot_skate(drawn[None, :, toes], floor_height(db), fps)[0]),
-            "travelled_m": float(np.linalg.norm(np.diff(roots[:, [0, 2]], axis=0), axis=-1).sum())}
+            "travelled_m": path_length(roots), "path_m": path_length(path)}
 
 
 def run_scenarios(ctl, names=None, frames: int = 3600, foot_lock: bool = True) -> dict[str, dict]:

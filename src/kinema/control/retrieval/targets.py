@@ -9,6 +9,7 @@ gate; a model that ignores the stick loses root and heading error.
 from __future__ import annotations
 
 from kinema.control.retrieval.metrics import ENERGY_GATE
+from kinema.control.retrieval.scenarios import SCENARIOS, requested_path_m
 
 
 def check_targets(result: dict) -> list[dict]:
@@ -59,9 +60,20 @@ def check_targets(result: dict) -> list[dict]:
         add("bone_length_drift_mm", drift, "<= 1", drift <= 1.0)
         heads = all(s["head_above_hips"] for s in sc.values())
         add("head above hips", heads, "every frame of every scenario", heads)
+        # a runaway or shaking root can keep a small mean error; its travel gives it away
+        ratio = max(s["travelled_m"] / (1.5 * _path_m(name, s) + 5.0) for name, s in sc.items())
+        add("root travel vs requested path", ratio, "travelled <= 1.5 x path + 5 m in every scenario", ratio <= 1.0)
     else:
         add("scenarios", None, "needs --scenarios", None)
     return rows
+
+
+def _path_m(name: str, scenario: dict) -> float:
+    """The requested path's length of a scenario result (recomputed from the scripted stick
+    for results written before ``path_m`` was recorded)."""
+    if "path_m" in scenario:
+        return scenario["path_m"]
+    return requested_path_m(SCENARIOS[name], scenario["frames"])
 
 
 def targets_table(result: dict) -> str:

@@ -1,0 +1,49 @@
+"""The controller targets read from a real evaluation (the shipped LaFAN1 model's JSON), and
+what a useless controller's result fails: a runaway root, a frozen pose."""
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from kinema.control.retrieval.scenarios import SCENARIOS, requested_path_m
+from kinema.control.retrieval.targets import check_targets
+
+RESULT = Path(__file__).resolve().parents[2] / "models" / "retrieval_lafan1.eval.json"
+
+
+@pytest.fixture(scope="module")
+def result() -> dict:
+    return json.loads(RESULT.read_text())
+
+
+def _row(result: dict, name: str) -> dict:
+    return next(r for r in check_targets(result) if r["target"] == name)
+
+
+def test_requested_paths_follow_the_scripted_sticks():
+    """The springs' path of a released stick has no length; a stick held forward for 60 s
+    makes a path about as long as walking and running speeds make it (1.5-4 m/s)."""
+    assert requested_path_m(SCENARIOS["idle"]) == pytest.approx(0.0, abs=1e-9)
+    assert 1.5 * 60 < requested_path_m(SCENARIOS["walk_run"]) < 4.0 * 60
+
+
+def test_a_runaway_root_fails_the_travel_target(result):
+    """A root that travels 2.5 km in 60 s with the stick released (the Bandai model of
+    session 7 did) keeps a small mean root error and bounded bones, and fails the travel
+    target; the shipped model passes it."""
+    assert _row(result, "root travel vs requested path")["passed"] is True
+    runaway = copy.deepcopy(result)
+    runaway["scenarios"]["idle"]["travelled_m"] = 2541.7
+    row = _row(runaway, "root travel vs requested path")
+    assert row["passed"] is False and row["value"] > 100
+    assert _row(runaway, "bone_length_drift_mm")["passed"] is True
+
+
+def test_a_frozen_pose_fails_the_energy_targets(result):
+    frozen = copy.deepcopy(result)
+    frozen["free_running"]["with"].update(joint_speed_ratio=0.0, accel_ratio=0.0, energy_window_fraction=0.0)
+    for name in ("joint_speed_ratio", "accel_ratio", "energy_window_fraction"):
+        assert _row(frozen, name)["passed"] is False
