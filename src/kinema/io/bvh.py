@@ -18,7 +18,9 @@ translation changes over time, so the file re-imports to the same motion.
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -115,11 +117,11 @@ def guess_scale(data: BvhData, first_pose_height: float | None = None) -> float:
     is 1/0.45 inch, read as a 26 cm person), the one of :data:`UNITS` that makes the
     skeleton a person nearest the middle of 1.4-2.1 m is taken instead.
     """
-    lengths = np.linalg.norm(data.offsets, axis=-1)
-    chain = np.zeros(len(data.names))
-    for j, p in enumerate(data.parents):
-        chain[j] = lengths[j] + (chain[p] if p >= 0 else 0.0)
-    scale = 1.0 if chain.max(initial=0.0) < METRES_IF_CHAIN_BELOW else DEFAULT_SCALE
+    lengths = np.linalg.norm(data.offsets, axis=-1).tolist()
+    chain: list[float] = []         # Python floats: the same double sums as NumPy's
+    for j, p in enumerate(data.parents.tolist()):
+        chain.append(lengths[j] + (chain[p] if p >= 0 else 0.0))
+    scale = 1.0 if max(chain, default=0.0) < METRES_IF_CHAIN_BELOW else DEFAULT_SCALE
     if first_pose_height is None or not np.isfinite(first_pose_height) or first_pose_height <= 0:
         return scale
     if PLAUSIBLE[0] <= first_pose_height * scale <= PLAUSIBLE[1]:
@@ -133,11 +135,11 @@ def _first_pose_height(data: BvhData, rot0: np.ndarray, pos_joint, pos_axis, pos
     from kinema.motion import kinematics
     if data.values.shape[0] == 0:
         return float("nan")
-    local = data.offsets.astype(np.float64).copy()
+    local = data.offsets.astype(np.float64)          # a copy
     if pos_joint:
         local[pos_joint, pos_axis] = data.values[0, pos_col]
     _, g = kinematics.forward(rot0.astype(np.float64), local, data.parents)
-    return float(np.ptp(g[:, 1])) if np.all(np.isfinite(g)) else float("nan")
+    return float(g[:, 1].max() - g[:, 1].min()) if np.isfinite(g).all() else float("nan")
 
 
 def to_motion(data: BvhData, *, scale: float | str = "auto", end_sites: bool = False,
@@ -149,33 +151,19 @@ def to_motion(data: BvhData, *, scale: float | str = "auto", end_sites: bool = F
         raise ValueError(f"scale must be a positive number, got {scale!r}")
     values = data.values
     frames, num_joints = values.shape[0], len(data.names)
-    zero_col = values.shape[1]        # stands for an axis without a channel (angle 0)
-
-    groups: dict[str, tuple[list[int], list[list[int]]]] = {}
-    pos_joint, pos_axis, pos_col = [], [], []
-    for j, chans in enumerate(data.channels):
-        start = data.column_start[j]
-        if any(c.endswith("rotation") for c in chans):
-            order, idx = rotation_order(chans)
-            joints, cols = groups.setdefault(order, ([], []))
-            joints.append(j)
-            cols.append([start + i if i >= 0 else zero_col for i in idx])
-        for i, c in enumerate(chans):
-            if c.endswith("position"):
-                pos_joint.append(j)
-                pos_axis.append(_AXIS[c[0]])
-                pos_col.append(start + i)
+    plan = _plan(tuple(map(tuple, data.channels)))
+    pos_joint, pos_axis, pos_col = plan.pos_joint, plan.pos_axis, plan.pos_col
     # Rotations in float32 (the storage type): NumPy's float32 sin/cos are several times
     # faster and the error (~2e-7) is far below what the file's decimals carry.
-    if len(groups) == 1 and len(next(iter(groups.values()))[0]) == num_joints:
+    if len(plan.groups) == 1 and len(plan.groups[0][1]) == num_joints:
         rot = None                  # one Euler order on every joint: its quaternions are the array
     else:
         rot = np.empty((frames, num_joints, 4), np.float32)
         rot[:] = (1.0, 0.0, 0.0, 0.0)
-    if any(zero_col in c for _, cols in groups.values() for c in cols):
+    if plan.zero_column:
         values = np.concatenate([values, np.zeros((frames, 1))], axis=1)
-    for order, (joints, cols) in groups.items():
-        angles = values[:, np.asarray(cols)]                                    # (F, Jg, 3) float64
+    for order, joints, cols in plan.groups:
+        angles = values[:, cols]                                                # (F, Jg, 3) float64
         np.radians(angles, out=angles)
         q = quat.from_euler(angles.astype(np.float32), order)
         if rot is None:
@@ -210,6 +198,53 @@ def to_motion(data: BvhData, *, scale: float | str = "auto", end_sites: bool = F
     }
     skeleton = Skeleton(names, parents, offsets)
     return Motion(skeleton, fps_from_frame_time(data.frame_time), rot, pos, name=name, metadata=metadata)
+
+
+class _Plan(NamedTuple):
+    """Where a channel layout's values go (:func:`_plan`).
+
+    Attributes:
+        groups: per Euler order, (order, joints (Jg,) int, value columns (Jg, 3) int); a
+            column equal to the channel count stands for an axis without a channel.
+        zero_column: whether any group takes such an axis (a zero column is appended).
+        pos_joint, pos_axis, pos_col: joint, axis (0-2) and value column of every
+            position channel.
+    """
+
+    groups: tuple[tuple[str, np.ndarray, np.ndarray], ...]
+    zero_column: bool
+    pos_joint: list[int]
+    pos_axis: list[int]
+    pos_col: list[int]
+
+
+@lru_cache(maxsize=64)
+def _plan(channels: tuple[tuple[str, ...], ...]) -> _Plan:
+    """The value columns of each joint's rotation and position channels, per joint's
+    channel list in file order (cached: the files of one data set share one layout)."""
+    zero_col = sum(len(c) for c in channels)
+    groups: dict[str, tuple[list[int], list[list[int]]]] = {}
+    pos_joint, pos_axis, pos_col = [], [], []
+    start = 0
+    for j, chans in enumerate(channels):
+        if any(c.endswith("rotation") for c in chans):
+            order, idx = rotation_order(list(chans))
+            joints, cols = groups.setdefault(order, ([], []))
+            joints.append(j)
+            cols.append([start + i if i >= 0 else zero_col for i in idx])
+        for i, c in enumerate(chans):
+            if c.endswith("position"):
+                pos_joint.append(j)
+                pos_axis.append(_AXIS[c[0]])
+                pos_col.append(start + i)
+        start += len(chans)
+    frozen = []
+    for order, (joints, cols) in groups.items():
+        j_arr, c_arr = np.asarray(joints, np.int64), np.asarray(cols, np.int64).reshape(-1, 3)
+        j_arr.flags.writeable = c_arr.flags.writeable = False
+        frozen.append((order, j_arr, c_arr))
+    zero = any(zero_col in c for _, cols in groups.values() for c in cols)
+    return _Plan(tuple(frozen), zero, pos_joint, pos_axis, pos_col)
 
 
 def _insert_sites(data: BvhData, scale, names, parents, offsets, rot, pos):

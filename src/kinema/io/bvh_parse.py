@@ -1,9 +1,11 @@
 """Parse BVH text into raw arrays (file units, degrees); :mod:`kinema.io.bvh` builds a Motion.
 
-The HIERARCHY block is small and parsed token by token; the MOTION block (almost all of
-the file) is converted in one call to NumPy's C text reader and validated by shape, so
-the cost per frame is never a Python loop. When the fast path fails, a slow pass finds
-the first bad line so the :class:`~kinema.errors.FormatError` names it.
+The HIERARCHY block is small and parsed statement by statement; the MOTION block (almost
+all of the file) is read by a compiled reader of plain decimals
+(:mod:`kinema.io.bvh_kernels`, the same bits as ``np.loadtxt`` several times faster),
+else in one call to NumPy's C text reader, and validated by shape, so the cost per frame
+is never a Python loop. When both fail, a slow pass finds the first bad line so the
+:class:`~kinema.errors.FormatError` names it.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import io
 import re
 import warnings
 from dataclasses import dataclass, field
+from itertools import accumulate
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +27,11 @@ CHANNEL_NAMES = {f"{a}{k}".lower(): f"{a.upper()}{k}" for k in ("position", "rot
 
 #: Larger magnitudes are refused: no mocap value is near it, and float32 would overflow.
 MAX_ABS_VALUE = 1e30
+
+#: Upper-case forms of the usual spellings of HIERARCHY keywords (no str.upper() per line).
+_UPPER = {k: k.upper() for k in ("ROOT", "JOINT", "End", "END", "OFFSET", "CHANNELS", "{", "}")}
+#: CHANNELS statements (all their tokens) already checked, with their canonical channel names.
+_CHANNEL_LISTS: dict[tuple[str, ...], tuple[str, ...]] = {}
 
 _MOTION_RE = re.compile(rb"^[ \t]*MOTION[ \t]*\r?$", re.MULTILINE | re.IGNORECASE)
 _FRAMES_RE = re.compile(r"^\s*Frames\s*:?\s*(\S+)\s*$", re.IGNORECASE)
@@ -80,6 +88,13 @@ def _find_motion(raw: bytes) -> re.Match | None:
     far as needed (the HIERARCHY is a few kilobytes of a file of megabytes): windows that
     double in size; a match ending at a window's end is checked again in a larger one (the
     line might go on)."""
+    at = raw.find(b"MOTION")
+    if at >= 0:                 # usually the line sought, when nothing before it reads "motion"
+        line = raw.rfind(b"\n", 0, at) + 1
+        nl = raw.find(b"\n", at)
+        m = _MOTION_RE.match(raw, line, len(raw) if nl < 0 else nl)
+        if m is not None and b"motion" not in raw[:line].lower():
+            return m
     end = 1 << 16
     while True:
         m = _MOTION_RE.search(raw, 0, end)
@@ -105,8 +120,10 @@ def parse(raw: bytes, path: str | Path | None = None, limits: Limits = DEFAULT) 
                                                                      limits)
     check_motion_size(frames, len(names) + len(end_sites), path, limits)
     num_channels = sum(len(c) for c in channels)
-    values = _parse_values(raw[data_start:], frames, num_channels, data_line, path)
-    starts = np.concatenate([[0], np.cumsum([len(c) for c in channels])[:-1]]).astype(int).tolist()
+    values = _read_plain(raw, data_start, frames, num_channels)
+    if values is None:
+        values = _parse_values(raw[data_start:], frames, num_channels, data_line, path)
+    starts = list(accumulate((len(c) for c in channels[:-1]), initial=0))
     return BvhData(names, parents, offsets, channels, end_sites, frame_time, values,
                    None if path is None else str(path), starts)
 
@@ -143,6 +160,33 @@ def _statements(text: str):
             yield toks, i
 
 
+def _channel_list(toks: list[str], joint: str, path, line: int) -> list[str]:
+    """The canonical channel names of the statement ``CHANNELS n name...`` (its tokens)
+    of ``joint``; FormatError on a bad count or name. Lists read before are remembered
+    (a data set uses a handful)."""
+    key = tuple(toks)
+    known = _CHANNEL_LISTS.get(key)
+    if known is not None:
+        return list(known)
+    count_tok = toks[1] if len(toks) > 1 else ""
+    if not (count_tok.isascii() and count_tok.isdigit()) or int(count_tok) > 6:
+        raise FormatError(f"bad channel count {count_tok!r} (0 to 6)", path, line)
+    n = int(count_tok)
+    if len(toks) - 2 != n:
+        raise FormatError(f"CHANNELS {n} but {len(toks) - 2} channel names for joint {joint!r}", path, line)
+    chans: list[str] = []
+    for c in toks[2:]:
+        canon = CHANNEL_NAMES.get(c.lower())
+        if canon is None:
+            raise FormatError(f"unknown channel {c!r} for joint {joint!r}", path, line)
+        if canon in chans:
+            raise FormatError(f"channel {canon} repeated for joint {joint!r}", path, line)
+        chans.append(canon)
+    if len(_CHANNEL_LISTS) < 256:
+        _CHANNEL_LISTS[key] = tuple(chans)
+    return chans
+
+
 def _number(tok: str, what: str, path, line: int) -> float:
     try:
         v = float(tok)
@@ -173,12 +217,30 @@ def _parse_hierarchy(text: str, path):
         raise FormatError("file does not start with HIERARCHY", path, 1 if first is None else first[1])
     for toks, line in statements:
         head = toks[0]
-        key = head.upper()
+        key = _UPPER.get(head) or head.upper()
         if closed_root:
             raise FormatError(f"unexpected {head!r} after the ROOT block", path, line)
         if pending is not None and head != "{":
             raise FormatError(f"expected '{{', found {head!r}", path, line)
-        if key in ("ROOT", "JOINT"):
+        if head == "{":
+            if pending is None:
+                raise FormatError("'{' without ROOT, JOINT or End Site before it", path, line)
+            stack.append(pending[0])
+            pending = None
+        elif head == "}":
+            if not stack:
+                raise FormatError("unbalanced '}'", path, line)
+            j = stack.pop()
+            if j < 0:
+                if end_sites[-1][1] is None:
+                    raise FormatError("End Site without OFFSET", path, line)
+            else:
+                if offsets[j] is None:
+                    raise FormatError(f"joint {names[j]!r} has no OFFSET", path, line)
+                if channels[j] is None:
+                    raise FormatError(f"joint {names[j]!r} has no CHANNELS", path, line)
+            closed_root = not stack
+        elif key in ("ROOT", "JOINT"):
             if key == "ROOT" and (stack or names):
                 raise FormatError("ROOT inside another joint" if stack else
                                   "several ROOT joints (only one skeleton per file is supported)", path, line)
@@ -203,24 +265,6 @@ def _parse_hierarchy(text: str, path):
                 raise FormatError("End Site outside of a joint", path, line)
             end_sites.append((stack[-1], None, len(names)))
             pending = (-2, line)
-        elif head == "{":
-            if pending is None:
-                raise FormatError("'{' without ROOT, JOINT or End Site before it", path, line)
-            stack.append(pending[0])
-            pending = None
-        elif head == "}":
-            if not stack:
-                raise FormatError("unbalanced '}'", path, line)
-            j = stack.pop()
-            if j < 0:
-                if end_sites[-1][1] is None:
-                    raise FormatError("End Site without OFFSET", path, line)
-            else:
-                if offsets[j] is None:
-                    raise FormatError(f"joint {names[j]!r} has no OFFSET", path, line)
-                if channels[j] is None:
-                    raise FormatError(f"joint {names[j]!r} has no CHANNELS", path, line)
-            closed_root = not stack
         elif key == "OFFSET":
             if not stack:
                 raise FormatError("OFFSET outside of a joint", path, line)
@@ -231,8 +275,14 @@ def _parse_hierarchy(text: str, path):
                     raise FormatError(f"OFFSET needs 3 numbers, found {len(toks) - 1}", path, line)
                 raise FormatError(f"OFFSET needs 3 numbers, found {len(toks) - 1}: {' '.join(toks[1:])[:60]!r}",
                                   path, line)
-            off = [_number(toks[1], "OFFSET x", path, line), _number(toks[2], "OFFSET y", path, line),
-                   _number(toks[3], "OFFSET z", path, line)]
+            try:
+                off = [float(toks[1]), float(toks[2]), float(toks[3])]
+            except ValueError:
+                off = []
+            if not (len(off) == 3 and abs(off[0]) < MAX_ABS_VALUE and abs(off[1]) < MAX_ABS_VALUE
+                    and abs(off[2]) < MAX_ABS_VALUE):            # NaN: False; _number names the bad one
+                off = [_number(toks[1], "OFFSET x", path, line), _number(toks[2], "OFFSET y", path, line),
+                       _number(toks[3], "OFFSET z", path, line)]
             if stack[-1] < 0:
                 j, prev, at = end_sites[-1]
                 if prev is not None:
@@ -248,22 +298,7 @@ def _parse_hierarchy(text: str, path):
             j = stack[-1]
             if channels[j] is not None:
                 raise FormatError(f"second CHANNELS for joint {names[j]!r}", path, line)
-            count_tok = toks[1] if len(toks) > 1 else ""
-            if not (count_tok.isascii() and count_tok.isdigit()) or int(count_tok) > 6:
-                raise FormatError(f"bad channel count {count_tok!r} (0 to 6)", path, line)
-            n = int(count_tok)
-            if len(toks) - 2 != n:
-                raise FormatError(f"CHANNELS {n} but {len(toks) - 2} channel names for joint {names[j]!r}",
-                                  path, line)
-            chans = []
-            for c in toks[2:]:
-                canon = CHANNEL_NAMES.get(c.lower())
-                if canon is None:
-                    raise FormatError(f"unknown channel {c!r} for joint {names[j]!r}", path, line)
-                if canon in chans:
-                    raise FormatError(f"channel {canon} repeated for joint {names[j]!r}", path, line)
-                chans.append(canon)
-            channels[j] = chans
+            channels[j] = _channel_list(toks, names[j], path, line)
         else:
             raise FormatError(f"unexpected {head!r} in HIERARCHY", path, line)
     if pending is not None:
@@ -316,6 +351,20 @@ def _parse_motion_header(raw: bytes, pos: int, motion_line: int, path, limits: L
         raise FormatError("Frames: 0 (the file holds no motion)", path, fline)
     data_start = len(raw) if nl < 0 else nl + 1
     return frames, frame_time, data_start, tline + 1
+
+
+def _read_plain(raw: bytes, start: int, frames: int, num_channels: int) -> np.ndarray | None:
+    """(frames, num_channels) float64 from the MOTION lines at ``raw[start:]`` when they are
+    plain decimals that :mod:`kinema.io.bvh_kernels` reads exactly (the same bits as
+    ``np.loadtxt``), else None (the caller then takes :func:`_parse_values`). Values it
+    reads are below 2**53 in magnitude, so no range check is needed."""
+    if num_channels == 0:
+        return None
+    from kinema.io import bvh_kernels
+    out = np.empty((frames, num_channels))
+    if bvh_kernels.read_values(np.frombuffer(raw, np.uint8), start, out, bvh_kernels.POW10):
+        return out
+    return None
 
 
 def _parse_values(block: bytes, frames: int, num_channels: int, first_line: int, path) -> np.ndarray:
