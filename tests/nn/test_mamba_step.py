@@ -123,3 +123,27 @@ def test_compiled_step_falls_back_when_compilation_fails():
     assert torch.equal(y, y_ref) and torch.equal(y2, y_ref)
     m.compile_step(enabled=False)
     assert m._compiled_step is None
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+def test_blocked_state_update_matches_whole_batch(monkeypatch, inplace):
+    """The inference step updates the (B, Di, N) state in blocks of rows (cache-sized at
+    B = 256); blocks of 2 rows with a remainder give the whole-batch pass's bits."""
+    from kinema.nn import mamba
+    m = _model()
+    x = torch.randn(5, 6, 7, dtype=torch.float64)
+    y_ref, s_ref = _grad_rollout(m, x)
+    runs = {}
+    for rows in (2, 10 ** 6):
+        monkeypatch.setattr(mamba, "_STATE_BLOCK_BYTES", rows * 32 * 4 * 8)    # Di 32, N 4, float64
+        with torch.inference_mode():
+            state, ys = m.initial_state(5), []
+            for xt in x.unbind(1):
+                y, state = m.step(state, xt, inplace=inplace)
+                ys.append(y)
+        runs[rows] = (torch.stack(ys, 1), state.conv + state.h)
+    (y_blk, s_blk), (y_all, s_all) = runs[2], runs[10 ** 6]
+    assert torch.equal(y_blk, y_all) and all(torch.equal(a, b) for a, b in zip(s_blk, s_all))
+    assert (y_blk - y_ref).abs().max() < 1e-10 and y_ref.abs().max() > 0.1
+    for a, b in zip(s_blk, s_ref):
+        assert (a - b).abs().max() < 1e-10
