@@ -4,14 +4,20 @@ A motion-matching controller (:mod:`kinema.control.quadruped` over :mod:`kinema.
 (60 fps BVH, played at 30 fps, mirrored copies included): gait labels are measured from the
 footfall pattern of the data, each search is restricted to the commanded gait, transitions
 are inertialized and planted paws are locked by leg IK. The dog character
-(``characters/dog/dog.glb``) is skinned to it.
+(``characters/dog/dog.glb``) is skinned to it through a
+:class:`~kinema.retargeting.WorldBinding`: the GLB is the BVH skeleton's mirror image
+(every local offset with x negated), so the binding draws its mirror image, whose joint
+frames are the BVH's (skinned as stored, every bone of the mesh turned 180 degrees off
+its joints).
 
 Standalone: WASD/arrows or the left stick steer (relative to the world: up is +Z), keys
 1-4 (gamepad a/b/x/y) choose walk/pace/trot/canter. Headless (``--headless --frames N
 --out DIR``) follows ``--gait`` and ``--heading`` (or ``--tour``: every gait in turn, each
 toward a new heading) and writes ``metrics.json`` (per command: the direction travelled
-against the commanded one, the measured footfall pattern and gait, the speed) and
-``quadruped.mp4`` when an OpenGL context exists.
+against the commanded one, the measured footfall pattern and gait, the speed; per rendered
+frame its camera, where the dog's body joints were drawn and the largest angle between a
+skinned bone and its joints, ``bone_error_deg``) and ``quadruped.mp4`` when an OpenGL
+context exists.
 """
 from __future__ import annotations
 
@@ -23,17 +29,20 @@ import numpy as np
 import kinema.io
 from kinema.control.quadruped import DogController
 from kinema.data import optional_path
+from kinema.demos._skin import frame_record
 from kinema.engine import stick
 from kinema.matching import quadruped as q
 from kinema.motion import Motion
+from kinema.retargeting import WorldBinding
 from kinema.serve import LiveClip, ServedClip
-from kinema.serve.clip import character_pose_world
 
 DESCRIPTION = "quadruped: MANN dog, motion matching with walk/pace/trot/canter, steering, paw locking"
 OUT, FRAMES, FPS = "out/demo_quadruped", 240, q.FPS
 GAIT_KEYS = {"one": "walk", "two": "pace", "three": "trot", "four": "canter",
              "1": "walk", "2": "pace", "3": "trot", "4": "canter"}
 PAD_BUTTONS = {"a": "walk", "b": "pace", "x": "trot", "y": "canter"}
+# joints inside the dog's mesh (not the thin legs and tail): where a test finds the dog drawn
+BODY_JOINTS = ("Hips", "Spine1", "Neck", "LeftUpLeg", "RightUpLeg", "LeftShoulder", "RightShoulder")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,8 +70,8 @@ def schedule(args: argparse.Namespace, frames: int) -> list[tuple[int, str, floa
 class DogProgram:
     """Feeds the controller from a schedule (headless) or from the player's input."""
 
-    def __init__(self, controller: DogController, character=None, commands=None) -> None:
-        self.c, self.character, self.commands = controller, character, commands
+    def __init__(self, controller: DogController, binding: WorldBinding | None = None, commands=None) -> None:
+        self.c, self.binding, self.commands = controller, binding, commands
         self.gait, self.heading = (commands[0][1], commands[0][2]) if commands else ("trot", 0.0)
         self.frame = 0
         self.view = None   # the camera framing the dog (first drawn frame)
@@ -70,6 +79,7 @@ class DogProgram:
         self.gaits: list[str] = []
         self.headings: list[float] = []
         self.pose = None
+        self.views: list[dict] = []   # per rendered frame (headless): camera, body pixels, bone error
 
     def start(self, app) -> None:
         self.app = app
@@ -105,12 +115,9 @@ class DogProgram:
             return
         rot, pos = self.pose
         sk = self.c.db.skeleton
-        drawn = False
-        if self.character is not None:
-            crot, cpos = character_pose_world(self.character, sk.names, rot[None], pos[None])
-            renderer.draw_character(self.character, crot[0], cpos[0])
-            drawn = True
-        if not drawn:
+        if self.binding is not None:
+            renderer.draw_character(self.binding.character, *self.binding.pose(rot, pos))
+        else:
             renderer.draw_body(pos, sk.parents, color=(0.75, 0.55, 0.35, 1.0))
         locked = [k for k in range(4) if self.c.locks[k] is not None]
         if locked:
@@ -119,11 +126,27 @@ class DogProgram:
         d = _direction(self.heading)
         renderer.draw_arrow(hips + [0, 0.02, 0], hips + [d[0] * 0.8, 0.02, d[1] * 0.8], (0.2, 0.5, 1.0, 1.0))
         from kinema.render.camera import frame_subject  # a renderer exists: raylib is there
-        first = self.view is None and self.character is not None
-        box = np.subtract(*self.character.bounds()[::-1]) if first else None
+        first = self.view is None and self.binding is not None
+        box = np.subtract(*self.binding.character.bounds()[::-1]) if first else None
         # sized from the dog's mesh, with room for a galloping dog the camera trails
         self.view = frame_subject(renderer, self.view, pos, box=box, yaw=float(np.arctan2(1.6, 2.2)), pitch=0.3,
                                   scale=1.3)
+
+    def after_frame(self, renderer) -> None:
+        """The frame as shown: its camera, where it drew the dog's body joints and how far
+        its skinned bones turned from its joints, to ``views``."""
+        if not hasattr(renderer, "project") or self.pose is None:
+            return
+        rot, pos = self.pose
+        if self.binding is None:
+            self.views.append(frame_record(renderer, self.frame - 1, pos, pos[0]))
+            return
+        crot, cpos = self.binding.pose(rot, pos)
+        names = self.binding.character.skeleton.names
+        body = cpos[[names.index(n) for n in BODY_JOINTS]]
+        view = frame_record(renderer, self.frame - 1, pos, cpos[names.index("Hips")], body)
+        view["bone_error_deg"] = float(self.binding.bone_errors(crot, cpos).max())
+        self.views.append(view)
 
     def gui(self, ui) -> None:
         ui.lines("quadruped", [f"gait {self.gait} (1-4)  heading {self.heading:.0f} deg",
@@ -135,7 +158,10 @@ class DogProgram:
         return {"database_frames": db.num_frames, "gait_speeds_m_s": db.speeds,
                 "gait_frames": {g: int((db.gait == i).sum()) for i, g in enumerate(q.GAITS)},
                 "searches": self.c.searches,
-                "segments": evaluate(np.asarray(self.poses), self.gaits, self.headings, db.skeleton)}
+                "segments": evaluate(np.asarray(self.poses), self.gaits, self.headings, db.skeleton),
+                "character": None if self.binding is None else "skinned",
+                "character_mirrored": None if self.binding is None else self.binding.mirrored,
+                **({"rendered_frames": self.views} if self.views else {})}
 
 
 def _character():
@@ -143,6 +169,12 @@ def _character():
     if path is None:
         return None
     return kinema.io.load_character(path)
+
+
+def _binding(db: q.Database) -> WorldBinding | None:
+    """The dog character bound to the database's skeleton, or None without the character."""
+    character = _character()
+    return None if character is None else WorldBinding(character, db.skeleton)
 
 
 def evaluate(poses: np.ndarray, gaits: list[str], headings: list[float], skeleton, settle: int = 30) -> list[dict]:
@@ -172,7 +204,7 @@ def programs(args: argparse.Namespace) -> list[tuple[str, DogProgram]]:
     db = q.build_database(q.default_paths())
     commands = schedule(args, args.frames) if args.mode != "standalone" else None
     controller = DogController(db, foot_lock=not args.no_lock, start_gait=(commands or [(0, "trot")])[0][1])
-    return [("quadruped", DogProgram(controller, _character(), commands))]
+    return [("quadruped", DogProgram(controller, _binding(db), commands))]
 
 
 def report(m: dict) -> str:
@@ -180,9 +212,11 @@ def report(m: dict) -> str:
                      f"cos {s['direction_cos']:.3f}, {s['speed_m_s']:.2f} m/s" for s in m["segments"])
 
 
-def live_dog(db: q.Database, character=None, gait: str = "trot", heading: float = 0.0, lock: bool = True):
+def live_dog(db: q.Database, binding: WorldBinding | None = None, gait: str = "trot", heading: float = 0.0,
+             lock: bool = True):
     """A :class:`kinema.serve.LiveClip` steering the dog from the browser: a gait dropdown
-    and a heading slider (degrees about +Y, 0 = +Z)."""
+    and a heading slider (degrees about +Y, 0 = +Z); the binding's character skinned."""
+    character = None if binding is None else binding.character
 
     class LiveDog(LiveClip):
         def __init__(self) -> None:
@@ -200,10 +234,7 @@ def live_dog(db: q.Database, character=None, gait: str = "trot", heading: float 
 
         def advance(self):
             rot, pos = self.controller.step(_direction(self.heading), self.gait)
-            if character is None:
-                return rot, pos
-            crot, cpos = character_pose_world(character, db.skeleton.names, rot[None], pos[None])
-            return crot[0], cpos[0]
+            return (rot, pos) if binding is None else binding.pose(rot, pos)
 
     return LiveDog()
 
@@ -214,7 +245,8 @@ def served_clips(args: argparse.Namespace) -> list:
     db = q.build_database(q.default_paths())
     frames = args.frames or FRAMES
     character = _character()
-    clips = [live_dog(db, character, args.gait, args.heading, not args.no_lock)]
+    binding = None if character is None else WorldBinding(character, db.skeleton)
+    clips = [live_dog(db, binding, args.gait, args.heading, not args.no_lock)]
     for i, gait in enumerate(q.GAITS):
         c = DogController(db, foot_lock=not args.no_lock, start_gait=gait)
         d = _direction(args.heading + 90 * i)

@@ -75,8 +75,9 @@ def character_pose_world(character, names, g_rot: np.ndarray, g_pos: np.ndarray)
     ``names`` (rotations (F, J, 4), positions (F, J, 3)); joints the pose lacks (end sites)
     follow their parent with their bind local transform.
 
-    Use it where the character's hierarchy differs from the motion's but its bind pose is the
-    motion skeleton's rest pose in world space (the AI4AnimationPy dog and the MANN BVH)."""
+    Right only where the character's joint frames are the motion's (the LaFAN1 character
+    and its BVHs); :class:`kinema.retargeting.WorldBinding` also fits frames that differ and
+    a character that is its skeleton's mirror image (the AI4AnimationPy dog and the MANN BVH)."""
     index = {n: i for i, n in enumerate(names)}
     g_rot, g_pos = np.asarray(g_rot, np.float64), np.asarray(g_pos, np.float64)
     f, parents = g_rot.shape[0], np.asarray(character.skeleton.parents)
@@ -111,7 +112,9 @@ class ServedClip:
         extras: optional named overlays, each ``(points (F, N, 2, 3), rgb)``: line
             segments per frame drawn with the clip (tracked points, predicted trajectories...).
         match: how the character follows the motion: ``"local"`` (local transforms by joint
-            name, :func:`character_pose`) or ``"world"`` (:func:`character_pose_world`).
+            name, :func:`character_pose`) or ``"world"`` (world transforms by joint name through
+            a :class:`kinema.retargeting.WorldBinding`: ``character`` becomes the binding's,
+            its mirror image where that is the one that fits the motion's skeleton).
     """
 
     name: str
@@ -121,6 +124,13 @@ class ServedClip:
     extras: dict = field(default_factory=dict)
     match: str = "local"
     _cache: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self._binding = None
+        if self.character is not None and self.match == "world":
+            from kinema.retargeting import WorldBinding
+            self._binding = WorldBinding(self.character, self.motion.skeleton)
+            self.character = self._binding.character
 
     @classmethod
     def load(cls, path: str | Path, character: str | Path | None = None, **kwargs) -> ServedClip:
@@ -152,7 +162,7 @@ class ServedClip:
             m = self.motion.mirror() if mirror else self.motion
             if self.character is not None and self.match == "world":
                 g_rot, g_pos = m.global_transforms()
-                rot, pos = character_pose_world(self.character, m.joint_names, g_rot, g_pos)
+                rot, pos = self._binding.pose(g_rot, g_pos)
                 parents = np.asarray(self.character.skeleton.parents)
             elif self.character is not None:
                 rot, pos = character_pose(self.character, m)
