@@ -43,3 +43,67 @@ def test_headless_crowd_writes_per_character_metrics(tmp_path, sample_data, cont
         with imageio.get_reader(m["video"]) as reader:
             last = np.asarray(list(reader.iter_data())[-1], np.float32)
         assert last.shape == (192, 320, 3) and last.std() > 5
+
+
+def _alone(prog, i: int, checkpoint: Path, frames: int) -> np.ndarray:
+    """(F, P) pose vectors of crowd character ``i`` stepped by a RetrievalController of its
+    own: same start row, root, search phase and stick script as in the crowd."""
+    from kinema.control.retrieval.controller import RetrievalController
+    from kinema.control.trajectory import TrajectoryController
+
+    start, yaw = grid(prog.count, 2.5)[i:i + 1], 2 * np.pi * prog.seeds[i:i + 1, 0]
+    c = RetrievalController(checkpoint, prog.db, start_row=int(prog.start_rows[i]), phase=i % 6)
+    c.reset(int(prog.start_rows[i]), start[0].astype(np.float32),
+            np.array([np.sin(yaw[0]), 0.0, np.cos(yaw[0])], np.float32))
+    traj = TrajectoryController(batch=1, position=start, yaw=yaw)
+    out = []
+    for f in range(frames):
+        sim = traj.update(crowd_sticks(f / 60, prog.seeds[i:i + 1]), 1 / 60, walk=np.zeros(1, bool))
+        c.step(traj.predict().features(c.root_pos, c.root_dir)[0])
+        c.adjust_toward(sim.position, sim.direction, 1 / 60)
+        out.append(c.pose.copy())
+    return np.array(out)
+
+
+def test_a_crowd_character_steps_as_it_would_alone(tmp_path, sample_data):
+    """Characters share no state in the batch: a crowd character's poses are those of the
+    same character stepped alone (to float32 rounding of the batched products)."""
+    import torch
+
+    from kinema.control.retrieval.evaluate import cached_database
+    from kinema.demos.crowd import CrowdProgram
+
+    torch.set_num_threads(1)
+    prog = CrowdProgram(cached_database(SAMPLE, tmp_path), 8, checkpoint=SAMPLE)
+    crowd = []
+    for _ in range(60):
+        prog.step(1 / 60)
+        crowd.append(prog.ctl.poses.copy())
+    crowd = np.array(crowd)
+    for i in (0, 5):
+        np.testing.assert_allclose(_alone(prog, i, SAMPLE, 60), crowd[:, i], atol=1e-4)
+
+
+def test_the_lafan1_crowd_starts_and_stays_on_its_feet(shared_data):
+    """The sample LaFAN1 model's database holds falls, getting up, crawls and jumps: every
+    character starts in a row where the data stands (hips near their median height) and none
+    lies down within 120 frames (hips above half that height); uniform start rows started
+    about one in five on the floor."""
+    import torch
+
+    from kinema.control.retrieval.evaluate import cached_database
+    from kinema.control.retrieval.metrics import joint_positions
+    from kinema.demos.crowd import MODEL, CrowdProgram
+
+    if not (shared_data / "lafan1").is_dir():
+        pytest.skip("lafan1 not in the shared data folder")
+    torch.set_num_threads(1)
+    db = cached_database(MODEL, Path.home() / ".cache" / "kinema")       # the demo's cache
+    standing = float(np.median(joint_positions(db, db.pose)[:, db.roles["hips"], 1]))
+    prog = CrowdProgram(db, 64)
+    hips = [prog.ctl.world_pose()[1][:, db.roles["hips"], 1]]
+    assert np.all(np.abs(hips[0] / standing - 1) < 0.15), hips[0]
+    for _ in range(120):
+        prog.step(1 / 60)
+        hips.append(prog.ctl.world_pose()[1][:, db.roles["hips"], 1])
+    assert np.min(hips) > 0.5 * standing, np.min(hips, axis=0)

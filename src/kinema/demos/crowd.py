@@ -10,7 +10,12 @@ over the characters due a refresh, staggered over the refresh period) or, with
 drawn with one instanced capsule batch per colour.
 
 Each character's stick is its own script: a heading that turns at its own rate, a push that
-swells and fades, and a stop every few seconds, all phase-shifted per character.
+swells and fades, and a stop every few seconds, all phase-shifted per character. Each starts
+in a database row of its own where the data stands upright for the next seconds
+(:func:`upright_rows`): the sample model's database also holds falls, getting up and
+crawling (LaFAN1's ``fallAndGetUp``, ``pushAndFall``, ``obstacles``), and a character
+started in one of those rows lay on the floor or tumbled in the first frames (a crowd's
+character steps exactly as it would alone: nothing is shared between characters).
 ``metrics.json`` holds the step time (ms per crowd step, steps per second) and, per
 character, the root error against its simulated trajectory, the heading error, the distance
 travelled, the foot skating (horizontal toe speed while the controller says the toe is in
@@ -43,6 +48,22 @@ def crowd_sticks(t: float, seeds: np.ndarray) -> np.ndarray:
     return np.stack([np.sin(heading), np.cos(heading)], -1) * (push * moving)[:, None]
 
 
+def upright_rows(db, ahead: int = 240, band: float = 0.15) -> np.ndarray:
+    """Rows (R,) of ``db`` from which the hips stay within ``band`` (a share) of the
+    database's median hips height (standing, walking, running) for the next ``ahead`` rows
+    of the same clip: starts that are no fall, crawl, getting up or jump."""
+    from kinema.control.retrieval.metrics import joint_positions
+
+    hips = joint_positions(db, db.pose)[:, db.roles["hips"], 1]
+    off = np.abs(hips / np.median(hips) - 1.0) > band
+    # an off row within the next `ahead` rows (cumulative count), or the clip ending before
+    count = np.concatenate([[0], np.cumsum(off)])
+    rows = np.arange(db.rows - ahead)
+    clip = db.clip_of(rows)
+    ok = (count[rows + ahead] - count[rows] == 0) & (rows + ahead <= db.ranges[clip, 1])
+    return rows[ok]
+
+
 def grid(n: int, spacing: float) -> np.ndarray:
     """(N, 3) start positions on a square grid centred on the origin, ``spacing`` metres apart."""
     side = int(np.ceil(np.sqrt(n)))
@@ -61,7 +82,7 @@ class CrowdProgram:
         controller: "retrieval" or "matching".
         checkpoint: the retrieval checkpoint.
         spacing: metres between start positions.
-        seed: seeds the start rows and the sticks.
+        seed: seeds the start rows (among :func:`upright_rows`) and the sticks.
     """
 
     def __init__(self, db, count: int, controller: str = "retrieval", checkpoint: Path = MODEL,
@@ -76,7 +97,7 @@ class CrowdProgram:
         rng = np.random.default_rng(seed)
         self.seeds = rng.random((count, 4))
         start = grid(count, spacing)
-        rows = rng.integers(0, db.rows - 200, count)
+        self.start_rows = rows = rng.choice(upright_rows(db), count)   # (N,) each character's first pose
         yaw = 2 * np.pi * self.seeds[:, 0]
         facing = np.stack([np.sin(yaw), np.zeros(count), np.cos(yaw)], -1)
         if controller == "retrieval":
