@@ -128,3 +128,21 @@ def test_compiled_forward_on_a_real_take_is_the_level_loop(shared_data):
     want = _level_loop(m.rotations, m.positions, m.parents)
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_compiled_positions_from_rotations_is_the_level_loop(monkeypatch, dtype):
+    """positions_from_rotations on NumPy arrays of one dtype takes the compiled kernel:
+    the level loop's bits, with two roots and an anchored joint kept where given."""
+    from kinema.motion import kinematics
+    rng = np.random.default_rng(5)
+    grot, pos = random_pose(rng, frames=24)
+    grot, pos = grot.astype(dtype).reshape(3, 8, -1, 4), pos.astype(dtype).reshape(3, 8, -1, 3)
+    offsets = rng.normal(size=(PARENTS.size, 3))
+    got = kinematics.positions_from_rotations(grot, pos, PARENTS, offsets, anchors=[5])
+    monkeypatch.setattr(kinematics, "_compiled_fits", lambda *args: False)
+    want = kinematics.positions_from_rotations(grot, pos, PARENTS, offsets, anchors=[5])
+    assert got.dtype == want.dtype == dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got[..., [0, 5, 11], :], pos[..., [0, 5, 11], :])
+    assert not np.allclose(got[..., 6, :], pos[..., 6, :])

@@ -8,7 +8,8 @@ the Python loop runs once per level of the hierarchy (about 7 to 12 for a human)
 once per joint or frame, which keeps NumPy's per-call overhead off the hot path. NumPy
 float32 or float64 inputs go through a compiled kernel instead
 (:mod:`kinema.motion.kinematics_kernels`: one pass per pose, the same operations in the same
-order, so the same bits); torch tensors and mixed dtypes take the level loop.
+order, so the same bits), and so does :func:`positions_from_rotations`; torch tensors and
+mixed dtypes take the level loop.
 """
 from __future__ import annotations
 
@@ -187,7 +188,10 @@ def positions_from_rotations(global_rot: Array, given_pos: Array, parents, offse
     Returns:
         (..., J, 3) positions; torch in -> torch out (differentiable).
     """
-    levels, parent_pos, inverse = _levels(tuple(int(p) for p in parents))
+    key = tuple(int(p) for p in parents)
+    if _compiled_fits(global_rot, given_pos, key):
+        return _positions_compiled(global_rot, given_pos, key, offsets, anchors)
+    levels, parent_pos, inverse = _levels(key)
     if is_torch(global_rot):
         import torch
         if not torch.is_tensor(offsets):   # a copy: a read-only array (a database's) cannot be shared
@@ -210,3 +214,18 @@ def positions_from_rotations(global_rot: Array, given_pos: Array, parents, offse
     if len(levels) == 1:
         return _index(poss[0], inverse)
     return _index(cat(poss, axis=-2), inverse)
+
+
+def _positions_compiled(global_rot: np.ndarray, given_pos: np.ndarray, parents: tuple[int, ...], offsets,
+                        anchors) -> np.ndarray:
+    """:func:`positions_from_rotations` through the compiled kernel (same results)."""
+    from kinema.motion import kinematics_kernels
+    joints = len(parents)
+    offsets = np.ascontiguousarray(np.asarray(offsets, global_rot.dtype).reshape(joints, 3))
+    anchored = np.zeros(joints, bool)
+    anchored[list(anchors)] = True
+    out = np.empty(given_pos.shape, given_pos.dtype)
+    kinematics_kernels.positions(np.ascontiguousarray(global_rot).reshape(-1, joints, 4),
+                                 np.ascontiguousarray(given_pos).reshape(-1, joints, 3),
+                                 _parents_array(parents), offsets, anchored, out.reshape(-1, joints, 3))
+    return out

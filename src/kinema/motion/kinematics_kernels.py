@@ -58,3 +58,40 @@ def forward(local_rot: np.ndarray, local_pos: np.ndarray, parents: np.ndarray, o
             out_rot[f, j, 1] = aw * bx + ax * bw + ay * bz - az * by
             out_rot[f, j, 2] = aw * by - ax * bz + ay * bw + az * bx
             out_rot[f, j, 3] = aw * bz + ax * by - ay * bx + az * bw
+
+
+@numba.njit(cache=True, nogil=True)
+def positions(global_rot: np.ndarray, given_pos: np.ndarray, parents: np.ndarray, offsets: np.ndarray,
+              anchored: np.ndarray, out_pos: np.ndarray) -> None:
+    """World positions of poses (N, J) from world rotations and rest offsets, in place:
+    :func:`kinema.motion.kinematics.positions_from_rotations` bit for bit (the same
+    ``quat.rotate`` operations in its order, as :func:`forward`).
+
+    Args:
+        global_rot: (N, J, 4) world rotations (w, x, y, z), C-ordered, float32 or float64.
+        given_pos: (N, J, 3) positions, same dtype; kept for roots and anchored joints.
+        parents: (J,) int64 parent indices, -1 for roots, every parent lower than its child.
+        offsets: (J, 3) rest offsets from the parent, same dtype.
+        anchored: (J,) bool, joints whose position is taken from ``given_pos``.
+        out_pos: (N, J, 3) world positions (written).
+    """
+    n, joints = global_rot.shape[0], global_rot.shape[1]
+    for f in range(n):
+        for j in range(joints):
+            p = parents[j]
+            if p < 0 or anchored[j]:
+                out_pos[f, j, 0], out_pos[f, j, 1], out_pos[f, j, 2] = \
+                    given_pos[f, j, 0], given_pos[f, j, 1], given_pos[f, j, 2]
+                continue
+            aw, ax, ay, az = global_rot[f, p, 0], global_rot[f, p, 1], global_rot[f, p, 2], global_rot[f, p, 3]
+            vx, vy, vz = offsets[j, 0], offsets[j, 1], offsets[j, 2]
+            cx = ay * vz - az * vy
+            cy = az * vx - ax * vz
+            cz = ax * vy - ay * vx
+            tx, ty, tz = cx + cx, cy + cy, cz + cz
+            rx = vx + aw * tx + (ay * tz - az * ty)
+            ry = vy + aw * ty + (az * tx - ax * tz)
+            rz = vz + aw * tz + (ax * ty - ay * tx)
+            out_pos[f, j, 0] = out_pos[f, p, 0] + rx
+            out_pos[f, j, 1] = out_pos[f, p, 1] + ry
+            out_pos[f, j, 2] = out_pos[f, p, 2] + rz
