@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 
 import kinema.io
+from kinema.control.styles import FPS as STYLE_FPS
+from kinema.control.styles import StyleLibrary, StylePlayer
 from kinema.data import DataFallbackWarning, data_relative, sample_path, shared_path
 from kinema.errors import SkeletonError
 from kinema.maths import quat
@@ -236,3 +238,20 @@ def frame_record(renderer, frame: int, joints: np.ndarray, hips: np.ndarray,
         bpx, _, bvis = renderer.project(body)
         out.update(body_px=bpx.tolist(), body_visible=bvis.tolist())
     return out
+
+
+STYLE_REFERENCE_FRAMES = 90   # per style: the walk the retargeter measures frames and foot heights on
+
+
+def style_skin(library: StyleLibrary, path: Path | None = None) -> Skin | None:
+    """The character drawn for the Bandai walker (:func:`~kinema.demos._skin.demo_skin`),
+    measured on :data:`STYLE_REFERENCE_FRAMES` frames of every style as the player walks them."""
+    player = StylePlayer(library, library.styles[0])
+    rot, pos = [], []
+    for style in library.styles:
+        player.set_style(style)
+        for _ in range(STYLE_REFERENCE_FRAMES):
+            r, p = player.step(0.0)
+            rot.append(r)
+            pos.append(p)
+    return demo_skin(library.skeleton, (np.array(rot), np.array(pos), STYLE_FPS), path)

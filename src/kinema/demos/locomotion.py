@@ -19,7 +19,8 @@ Drawing: the LaFAN1 skinned character (``characters/lafan1_character/character.b
 shared data folder) when the model's skeleton is LaFAN1's and the file exists, else the
 bundled Geno (or ``--character``), retargeted from the model's skeleton pose by pose
 (:class:`~kinema.retargeting.Retargeter`); the procedural body (a capsule per bone) only
-for the Bandai styles' player or a skeleton that is no humanoid. The simulation object's
+for a skeleton that is no humanoid; the Bandai styles' walker gets the bundled Geno (or ``--character``),
+retargeted (:func:`kinema.demos._skin.style_skin`). The simulation object's
 predicted trajectory is drawn on top; the recorded video carries no debug text.
 
 The model: ``--checkpoint``, else the LaFAN1 model in ``models/`` when ``--data`` points at
@@ -58,7 +59,7 @@ from kinema.control.styles import DEFAULT_STYLES, StyleLibrary, StylePlayer, sty
 from kinema.control.styles import FPS as STYLE_FPS
 from kinema.control.trajectory import TrajectoryController
 from kinema.data import shared_path
-from kinema.demos._skin import database_skin, frame_record
+from kinema.demos._skin import database_skin, frame_record, style_skin
 from kinema.engine import stick
 from kinema.errors import KinemaError
 from kinema.maths import angles
@@ -117,9 +118,8 @@ class StyleDriver:
     30 fps) advanced in the demo's 60 Hz steps and steered toward the simulation object's
     facing. It keeps the poses it showed (30 fps) and their styles for the metrics."""
 
-    def __init__(self, library, style: str) -> None:
-
-        self.library = library
+    def __init__(self, library, style: str, skin=None) -> None:
+        self.library, self.skin = library, skin
         self.player = StylePlayer(library, style)
         self.parents = np.asarray(library.skeleton.parents)
         self.pose = self.player.pose()
@@ -323,7 +323,11 @@ class Locomotion:
             return
         if self.styling:
             joints = self.styles.joint_positions()
-            renderer.draw_body(joints, self.styles.parents, color=(0.35, 0.55, 0.85, 1.0))
+            skin = self.styles.skin
+            if skin is not None and hasattr(renderer, "draw_character"):
+                renderer.draw_character(skin.character, *skin.pose(*self.styles.pose))
+            else:
+                renderer.draw_body(joints, self.styles.parents, color=(0.35, 0.55, 0.85, 1.0))
         else:
             rot, pos = self.shown_pose()
             if self.character is not None and hasattr(renderer, "draw_character"):
@@ -384,7 +388,8 @@ class Locomotion:
             out.update(foot_lock=self.lock is not None, foot_lock_ms_per_frame=1e3 * float(np.mean([r[6] for r in self.log])))
         if self.styling:       # the style sets the pace (the simulation follows): no trajectory error
             out.update(styles=list(self.styles.styles), switches=self.styles.player.switches,
-                       segments=self.styles.segments())
+                       segments=self.styles.segments(),
+                       **(self.styles.skin.summary() if self.styles.skin is not None else {"character": None}))
             return out
         dist = np.linalg.norm((rp - sp)[:, [0, 2]], axis=1)
         out.update(trajectory_error_m=float(dist.mean()), trajectory_error_max_m=float(dist.max()),
@@ -442,7 +447,7 @@ def load_styles(args) -> tuple[StyleDriver | None, list[str]]:
     schedule = [args.style] if args.style else styles
     first = schedule[0]
     library = StyleLibrary.load(list(dict.fromkeys(styles + [first])))
-    return StyleDriver(library, first), schedule
+    return StyleDriver(library, first, style_skin(library, getattr(args, "character", None))), schedule
 
 
 def programs(args: argparse.Namespace) -> list[tuple[str, Locomotion]]:

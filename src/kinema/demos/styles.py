@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from kinema.control.styles import DEFAULT_STYLES, FPS, StyleLibrary, StylePlayer, style_gait_features
-from kinema.demos._skin import NO_SKIN, Skin, demo_skin, frame_record
+from kinema.demos._skin import NO_SKIN, Skin, frame_record, style_skin
 
 DESCRIPTION = "styles: a Bandai biped switching walking styles live (normal, angry, old, proud, tired...)"
 OUT, FRAMES = "out/demo_styles", 600
@@ -33,21 +33,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="character to skin, retargeted from the Bandai skeleton (default: the bundled Geno)")
 
 
-REFERENCE_FRAMES = 90       # per style: the walk the retargeter measures frames and foot heights on
-
-
-def style_skin(library: StyleLibrary, path: Path | None = None) -> Skin | None:
-    """The character drawn for the Bandai walker (:func:`~kinema.demos._skin.demo_skin`),
-    measured on :data:`REFERENCE_FRAMES` frames of every style as the player walks them."""
-    player = StylePlayer(library, library.styles[0])
-    rot, pos = [], []
-    for style in library.styles:
-        player.set_style(style)
-        for _ in range(REFERENCE_FRAMES):
-            r, p = player.step(0.0)
-            rot.append(r)
-            pos.append(p)
-    return demo_skin(library.skeleton, (np.array(rot), np.array(pos), FPS), path)
 
 
 class StyleProgram:
