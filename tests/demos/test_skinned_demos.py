@@ -124,3 +124,31 @@ def test_a_mirrored_pose_skins_as_the_mirror_image(shared_data):
         half = quat.slerp(mg_rot[f].astype(np.float64), (g_rot[f][skin.source_twins] * [1, 1, -1, -1]), 0.5)
         assert skin.bone_error(*skin._pose(half, mg_pos[f])) > 20.0
         assert skin.bone_error(*skin.pose(half, mg_pos[f])) < 1.0
+
+
+def test_mirrored_bandai_rows_retarget_onto_geno_standing(shared_data):
+    """Bandai-Namco's joint frames are not mirror images of each other, so a mirrored clip's
+    rotations (right for the skeleton's positions) retargeted as they are fold Geno in half
+    (the locomotion demo drew it crouched, head at the floor, whenever motion matching played
+    a mirrored row or the network predicted such a pose). The skin keeps the variant whose
+    limbs point as the controller's do: every mirrored row stands as tall as its original."""
+    from kinema.control.retrieval.controller import pose_to_world
+    from kinema.demos._skin import database_skin
+    from kinema.matching.database import build_from_paths
+
+    clips = sorted((shared_data / "bandai_namco" / "dataset-2").glob("dataset-2_walk_normal_00*.bvh"))[:2]
+    if not clips:
+        pytest.skip("bandai_namco/dataset-2 not in the shared data folder")
+    db = build_from_paths(clips, "bandai", mirror=True, progress=False)
+    skin = database_skin(db)
+    assert skin is not None and skin.retargeter is not None
+    heights = {}
+    for c, name in enumerate(db.clip_names):
+        lo, hi = db.ranges[c]
+        rows = np.arange(lo, hi, 25)
+        rot, pos = pose_to_world(db.pose[rows], db.num_joints, db.root_positions[rows], db.root_directions[rows])
+        heights[name] = np.array([skin.pose(rot[i], pos[i])[1][:, 1].max() for i in range(len(rows))])
+    for name, h in heights.items():
+        assert h.min() > 1.3, (name, h)                      # Geno stands (about 1.5 m tall)
+        if name.endswith("_mirror"):
+            np.testing.assert_allclose(h, heights[name[: -len("_mirror")]], atol=0.05)

@@ -134,21 +134,39 @@ class Skin:
         bind frames, which skin torn) is handled: the pose is also mirrored back, skinned and
         the character's pose mirrored again (its rotations taken to its own joint frames).
         Matched by name, the one of the two whose bones skin closer to the joints is kept and
-        its bones fitted to them (:meth:`fit_bones`); retargeted, the mirrored one when
-        ``mirrored`` (how much the pose is a mirrored clip's, 0-1) is at least 0.5."""
+        its bones fitted to them (:meth:`fit_bones`); retargeted, the one whose limbs point as
+        the controller's do (:meth:`limb_agreement`; a tie goes to the mirrored one when
+        ``mirrored``, how much the pose is a mirrored clip's, 0-1, is at least 0.5)."""
         rot, pos = self._pose(rotations, positions)
         if self.source_twins is None:
-            return rot, pos
-        if self.retargeter is not None and mirrored < 0.5:
             return rot, pos
         r2, p2 = self._pose(*mirror_pose(rotations, positions, self.source_twins))
         r2, p2 = mirror_pose(r2, p2, self.twins)
         r2 = quat.normalize(quat.mul(r2, self.mirror_fix))
         if self.retargeter is not None:
-            return r2.astype(np.float32), p2.astype(np.float32)
+            # a network's pose carries no clip, and a mirrored clip's rotations retarget into
+            # a folded figure: keep the one whose limbs point where the controller's do
+            plain, flipped = self.limb_agreement(positions, pos), self.limb_agreement(positions, p2)
+            if flipped > plain or (flipped == plain and mirrored >= 0.5):
+                return r2.astype(np.float32), p2.astype(np.float32)
+            return rot, pos
         if self.bone_error(r2, pos) < self.bone_error(rot, pos):
             rot = r2
         return self.fit_bones(rot, pos).astype(np.float32), np.asarray(pos, np.float32)
+
+    def limb_agreement(self, source_positions: np.ndarray, character_positions: np.ndarray) -> float:
+        """Sum over the retargeter's matched body roles of the cosine between the direction
+        from the hips to that joint in the controller's pose (J, 3) and in the character's
+        (J', 3): near the number of roles when the character stands as the controller does,
+        far lower for a folded one."""
+        src, dst = self.retargeter.source_roles, self.retargeter.target_roles
+        roles = [r for r in self.retargeter.matched if r != "hips" and r in src and r in dst]
+        a = np.asarray(source_positions, np.float64)
+        b = np.asarray(character_positions, np.float64)
+        u = a[[src[r] for r in roles]] - a[src["hips"]]
+        v = b[[dst[r] for r in roles]] - b[dst["hips"]]
+        cos = (u * v).sum(-1) / np.maximum(np.linalg.norm(u, axis=-1) * np.linalg.norm(v, axis=-1), 1e-9)
+        return float(cos.sum())
 
     def _pose(self, rotations: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if self.retargeter is None:
@@ -214,11 +232,14 @@ def demo_skin(skeleton: Skeleton, reference: tuple[np.ndarray, np.ndarray, float
 
 def database_skin(db, path: Path | None = None) -> Skin | None:
     """:func:`demo_skin` for a motion-matching database's skeleton, measured on up to 4000
-    consecutive rows of its poses (contact speeds are read from them)."""
+    rows of its unmirrored clips, clip by clip (contact speeds are read from them)."""
     from kinema.control.retrieval.controller import pose_to_world
 
-    n = min(db.rows, 4000)
-    ref_rot, ref_pos = pose_to_world(db.pose[:n], db.num_joints, db.root_positions[:n], db.root_directions[:n])
+    # the clips as recorded: a mirrored clip's rotations are in the other side's joint frames
+    # and would skew the retargeter's measured frame offsets
+    own = [np.arange(lo, hi) for c, (lo, hi) in enumerate(db.ranges) if not db.clip_mirrored[c]]
+    rows = np.concatenate(own)[:4000] if own else np.arange(min(db.rows, 4000))
+    ref_rot, ref_pos = pose_to_world(db.pose[rows], db.num_joints, db.root_positions[rows], db.root_directions[rows])
     skeleton = Skeleton(list(db.joint_names), db.parents, db.offsets)
     return demo_skin(skeleton, (ref_rot, ref_pos, db.fps), path, lafan1=db.config.name.startswith("lafan1"))
 
