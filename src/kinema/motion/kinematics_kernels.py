@@ -19,6 +19,19 @@ import numba
 import numpy as np
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _rotate(aw, ax, ay, az, vx, vy, vz):
+    """:func:`kinema.maths.quat.rotate` of one vector by one unit quaternion, in its order:
+    t = 2 cross(u, v); v + w t + cross(u, t)."""
+    cx = ay * vz - az * vy
+    cy = az * vx - ax * vz
+    cz = ax * vy - ay * vx
+    tx, ty, tz = cx + cx, cy + cy, cz + cz
+    return (vx + aw * tx + (ay * tz - az * ty),
+            vy + aw * ty + (az * tx - ax * tz),
+            vz + aw * tz + (ax * ty - ay * tx))
+
+
 @numba.njit(cache=True, nogil=True)
 def forward(local_rot: np.ndarray, local_pos: np.ndarray, parents: np.ndarray, out_rot: np.ndarray,
             out_pos: np.ndarray) -> None:
@@ -42,14 +55,7 @@ def forward(local_rot: np.ndarray, local_pos: np.ndarray, parents: np.ndarray, o
                 out_pos[f, j, 0], out_pos[f, j, 1], out_pos[f, j, 2] = vx, vy, vz
                 continue
             aw, ax, ay, az = out_rot[f, p, 0], out_rot[f, p, 1], out_rot[f, p, 2], out_rot[f, p, 3]
-            # quat.rotate(parent, v): t = 2 cross(u, v); v + w t + cross(u, t)
-            cx = ay * vz - az * vy
-            cy = az * vx - ax * vz
-            cz = ax * vy - ay * vx
-            tx, ty, tz = cx + cx, cy + cy, cz + cz
-            rx = vx + aw * tx + (ay * tz - az * ty)
-            ry = vy + aw * ty + (az * tx - ax * tz)
-            rz = vz + aw * tz + (ax * ty - ay * tx)
+            rx, ry, rz = _rotate(aw, ax, ay, az, vx, vy, vz)
             out_pos[f, j, 0] = out_pos[f, p, 0] + rx
             out_pos[f, j, 1] = out_pos[f, p, 1] + ry
             out_pos[f, j, 2] = out_pos[f, p, 2] + rz
@@ -85,13 +91,7 @@ def positions(global_rot: np.ndarray, given_pos: np.ndarray, parents: np.ndarray
                 continue
             aw, ax, ay, az = global_rot[f, p, 0], global_rot[f, p, 1], global_rot[f, p, 2], global_rot[f, p, 3]
             vx, vy, vz = offsets[j, 0], offsets[j, 1], offsets[j, 2]
-            cx = ay * vz - az * vy
-            cy = az * vx - ax * vz
-            cz = ax * vy - ay * vx
-            tx, ty, tz = cx + cx, cy + cy, cz + cz
-            rx = vx + aw * tx + (ay * tz - az * ty)
-            ry = vy + aw * ty + (az * tx - ax * tz)
-            rz = vz + aw * tz + (ax * ty - ay * tx)
+            rx, ry, rz = _rotate(aw, ax, ay, az, vx, vy, vz)
             out_pos[f, j, 0] = out_pos[f, p, 0] + rx
             out_pos[f, j, 1] = out_pos[f, p, 1] + ry
             out_pos[f, j, 2] = out_pos[f, p, 2] + rz
