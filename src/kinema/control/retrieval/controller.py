@@ -63,6 +63,12 @@ def pose_to_world(pose: np.ndarray, num_joints: int, root_position, root_directi
     return quat.mul(ry, local).astype(np.float32), pos.astype(np.float32)
 
 
+def trained_planted(meta: dict) -> bool:
+    """Whether a checkpoint's rollouts were trained with planted-foot roots (its config's
+    ``train.planted``): how its runtime and its evaluation move the root by default."""
+    return bool(meta.get("config", {}).get("train", {}).get("planted", False))
+
+
 class RetrievalCrowd:
     """Drive B characters with one retrieval checkpoint (see the module docstring).
 
@@ -107,9 +113,7 @@ class RetrievalCrowd:
             raise KinemaError(f"unknown controller mode {mode!r}; choose from {MODES}")
         self.mode = mode
         self.rigid = rigid
-        if planted is None:
-            planted = bool(meta.get("config", {}).get("train", {}).get("planted", False))
-        self.planted = floor_height(db) if planted else None
+        self.planted = floor_height(db) if (trained_planted(meta) if planted is None else planted) else None
         self.reset(start_row, phase=phase)
 
     def reset(self, row: int | np.ndarray = 0, position=(0.0, 0.0, 0.0), direction=(0.0, 0.0, 1.0),

@@ -276,9 +276,11 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     put), the same way for all; None: as the checkpoint was trained (its ``train.planted``),
     as its runtime controller moves it by default.
     """
+    from kinema.control.retrieval.controller import RetrievalController, trained_planted
+
     model, meta = load_checkpoint(checkpoint)
     if planted is None:
-        planted = bool(meta.get("config", {}).get("train", {}).get("planted", False))
+        planted = trained_planted(meta)
     db_path = db if not isinstance(db, Database) else "<database>"
     db = db if isinstance(db, Database) else open_database(db, meta)
     check_fingerprint(meta, db, db_path)
@@ -377,7 +379,6 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
         out["stability"] = stability(model, retriever, source, db, stability_frames, context, exclude, rigid=rigid,
                                      planted=plant)
     if scenarios is not None:
-        from kinema.control.retrieval.controller import RetrievalController
         from kinema.control.retrieval.scenarios import run_scenarios
         ctl = RetrievalController(checkpoint, db, rigid=rigid, planted=planted)
         out["scenarios"] = run_scenarios(ctl, list(scenarios) or None, scenario_frames)

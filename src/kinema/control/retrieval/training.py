@@ -544,7 +544,7 @@ def motion_terms(db: Database, retriever: Retriever, r, s: TrainSettings, floor:
     if s.path_weight > 0:
         before = r.rows[:, 0] - 1
         toes = yaw_rotate(db.root_directions[before][:, None], toe_positions(db, db.pose[before])) \
-            + db.root_positions[before][:, None]
+            + db.root_positions[before][:, None] if s.planted else None
         out["path"] = path_loss(db, raw, db.root_positions[before], db.root_directions[before], r.true_pos,
                                 r.true_dir, floor if s.planted else None, toes)
     return out
