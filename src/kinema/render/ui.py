@@ -23,6 +23,7 @@ import numpy as np
 import pyray as rl
 
 ROW = 24
+ROW_GAP = 4    # px between stacked widget rows
 PAD = 6
 MARGIN = 6   # pixels kept between a panel and the image's edge
 
@@ -126,7 +127,7 @@ class Ui:
         """A titled panel holding one label per line of text, as wide as its longest line
         needs (within the image) and as tall as its rows from the first frame on (a panel's
         remembered height would hold one row in the first frame: a recording's only frame)."""
-        height = ROW + 2 * PAD + len(lines) * (ROW + 4)     # title row, then label rows of ROW + 4
+        height = ROW + 2 * PAD + len(lines) * (ROW + ROW_GAP)     # what the rows will fill (see _rect)
         with self.panel(title, x=x, y=y, width=self.fit_width([title, *lines], width), height=height):
             for line in lines:
                 self.label(line)
@@ -139,7 +140,7 @@ class Ui:
         if self._cursor is None:
             raise ValueError("widget needs a rect outside ui.panel(...)")
         x, y, w = self._cursor
-        self._cursor[1] = y + height + 4
+        self._cursor[1] = y + height + ROW_GAP
         return rl.Rectangle(x, y, w, height)
 
     def background(self, rect, color=(0.12, 0.13, 0.15, 0.85)) -> None:
