@@ -29,6 +29,7 @@ def fresh(renderer):
     from kinema.render import Effects
     renderer.effects.__dict__.update(Effects().__dict__)
     renderer.camera.halflife = 0.0
+    renderer.camera.set_focus([0.0, 0.9, 0.0])
     renderer.camera.set_fixed([1.6, 1.3, 3.6], [0.0, 0.9, 0.0])
     renderer.camera.snap()
     renderer.show_fps = False

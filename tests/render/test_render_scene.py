@@ -107,6 +107,9 @@ def test_shadow_darkens_the_floor_under_the_character(fresh, geno):
     chest = pos[geno.skeleton.names.index("Spine2")]
     shadow = chest - sun * (chest[1] / sun[1])                # where the chest's shadow lands
     fresh.camera.set_fixed([-2.5, 2.6, -3.0], [shadow[0], 0.3, shadow[2]])
+    # the orbit/follow focus far away: a fixed camera's shadows follow what it looks at
+    # (they followed the focus and vanished when an earlier test had left it elsewhere)
+    fresh.camera.set_focus([40.0, 0.9, -40.0])
     fresh.camera.snap()
     no_effects(fresh)
     images = {}

@@ -306,7 +306,9 @@ class Renderer:
         self._queue.solids = self.debug.solid_vertices()
         t0 = time.perf_counter()
         self._timings["draw calls (python)"] = t0 - self._frame_start
-        self.pipeline.render(self._queue, self.view, self.projection, cam.position, self.camera.focus)
+        # the shadow map follows what the camera looks at (in fixed and free mode the rig's
+        # focus can be anywhere: a stale focus left the visible scene without shadows)
+        self.pipeline.render(self._queue, self.view, self.projection, cam.position, cam.target)
         for k, v in self.pipeline.timings.items():
             self._timings[k] = v
 
