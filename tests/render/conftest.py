@@ -27,9 +27,9 @@ def renderer():
 def fresh(renderer):
     """The session renderer with default effects, a fixed camera and no recording."""
     from kinema.render import Effects
+    from kinema.render.camera import CameraRig
     renderer.effects.__dict__.update(Effects().__dict__)
-    renderer.camera.halflife = 0.0
-    renderer.camera.set_focus([0.0, 0.9, 0.0])
+    renderer.camera = CameraRig(halflife=0.0)   # no mode, focus, distance or fov left by another test
     renderer.camera.set_fixed([1.6, 1.3, 3.6], [0.0, 0.9, 0.0])
     renderer.camera.snap()
     renderer.show_fps = False
