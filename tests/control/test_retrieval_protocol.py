@@ -171,6 +171,26 @@ def test_scenarios_measure_what_a_user_sees(sample_controller):
         assert sc["finite"] and sc["head_above_hips"] and sc["bone_length_drift_mm"] <= 1.0
     assert raw["stop_start"]["bone_length_drift_mm"] > 10.0
     assert rigid["idle"]["travelled_m"] < 0.25 * rigid["stop_start"]["travelled_m"]
+    assert rigid["idle"]["stride_ratio"] is None and rigid["stop_start"]["stride_ratio"] > 0
+
+
+def test_stride_ratio_tells_steps_from_a_glide(games105_db):
+    """Real walking rows: their toes move about as fast per root speed as the whole
+    database's; the same roots with the legs frozen (a glide) score 0."""
+    from kinema.control.retrieval.scenarios import database_stride_ratio, stride_ratio
+
+    db = games105_db
+    ref = database_stride_ratio(db)
+    assert 0.8 < ref < 2.5
+    toes = [db.roles["left_toe"], db.roles["right_toe"]]
+    names = [n for n in db.clip_names if "walk" in n and not n.endswith("_mirror")]
+    lo, hi = db.ranges[db.clip_names.index(names[0])]
+    local = joint_positions(db, db.pose[lo:hi])[:, toes]
+    roots = db.root_positions[lo:hi]
+    walking = stride_ratio(local, roots, db.fps)
+    assert 0.6 * ref < walking < 1.6 * ref
+    assert stride_ratio(np.broadcast_to(local[:1], local.shape), roots, db.fps) == 0.0
+    assert stride_ratio(local, np.broadcast_to(roots[:1], roots.shape), db.fps) is None   # standing
 
 
 def test_rigid_pose_on_mirrored_lafan1_rows(shared_data):

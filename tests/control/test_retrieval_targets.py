@@ -47,3 +47,26 @@ def test_a_frozen_pose_fails_the_energy_targets(result):
     frozen["free_running"]["with"].update(joint_speed_ratio=0.0, accel_ratio=0.0, energy_window_fraction=0.0)
     for name in ("joint_speed_ratio", "accel_ratio", "energy_window_fraction"):
         assert _row(frozen, name)["passed"] is False
+
+
+def test_a_gliding_character_fails_the_stride_and_scenario_skating_targets(result):
+    """Legs that stay still while the root follows the stick (toes 0.2 m/s per m/s of root
+    speed, sliding on the floor at walking speed) fail both; a character whose legs step
+    like motion matching's passes both."""
+    stepping = copy.deepcopy(result)
+    stepping["database_stride_ratio"] = 1.4
+    mm = copy.deepcopy(stepping["scenarios"])
+    for name, sc in stepping["scenarios"].items():
+        moving = name != "idle"
+        sc["stride_ratio"] = 1.3 if moving else None
+        mm[name]["stride_ratio"] = 1.3 if moving else None
+        mm[name]["foot_skate_cm_s"] = sc["foot_skate_cm_s"] + 1.0
+    stepping["scenarios_motion_matching"] = mm
+    assert _row(stepping, "stride ratio vs database")["passed"] is True
+    assert _row(stepping, "scenario skating vs motion matching")["passed"] is True
+    glide = copy.deepcopy(stepping)
+    glide["scenarios"]["circle"].update(stride_ratio=0.2, foot_skate_cm_s=150.0)
+    glide["scenarios_motion_matching"]["circle"]["foot_skate_cm_s"] = 12.9
+    assert _row(glide, "stride ratio vs database")["passed"] is False
+    row = _row(glide, "scenario skating vs motion matching")
+    assert row["passed"] is False and row["value"] > 10

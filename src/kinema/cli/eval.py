@@ -66,10 +66,17 @@ def format_table(result: dict) -> str:
             ci = h["other_minus_model_ci95"].get(name)
             cells = [f"{v:.2f}" + ("" if ci is None else f" [{ci[i][0]:+.1f},{ci[i][1]:+.1f}]") for i, v in enumerate(vals)]
             lines.append(f"  {name:24}" + "".join(f"{c:>24}" for c in cells))
+    mm_sc = result.get("scenarios_motion_matching") or {}
     for name, sc in (result.get("scenarios") or {}).items():
+        mm = mm_sc.get(name)
+        stride = "-" if sc.get("stride_ratio") is None else f"{sc['stride_ratio']:.2f}"
         lines.append(f"scenario {name:10} finite {sc['finite']!s:5} bone drift {sc['bone_length_drift_mm']:9.2f} mm  "
                      f"head above hips {sc['head_above_hips']!s:5}  root error {sc['root_error_m']:.3f} m  "
-                     f"foot skate {sc['foot_skate_cm_s']:6.1f} cm/s")
+                     f"foot skate {sc['foot_skate_cm_s']:6.1f} cm/s"
+                     + ("" if mm is None else f" (motion matching {mm['foot_skate_cm_s']:.1f})")
+                     + f"  stride ratio {stride}")
+    if result.get("database_stride_ratio"):
+        lines.append(f"database stride ratio {result['database_stride_ratio']:.2f}")
     from kinema.control.retrieval.targets import check_targets
     lines.append("targets: " + ", ".join(f"{r['target']} {'ok' if r['passed'] else 'MISSED'}"
                                          for r in check_targets(result) if r["passed"] is not None))

@@ -105,13 +105,18 @@ def model_card(meta: dict, result: dict | None, path: str = "") -> str:
                         label = "this model" if name == "with" else name.replace("_", " ")
                         lines.append(f"| {clip} | {label} | {methods['windows']} | "
                                      + " | ".join(_fmt(methods[name].get(k)) for k in keys) + " |")
-        sc = result.get("scenarios")
-        if sc:
+        for title, key in (("Scripted sticks (runtime, drawn pose)", "scenarios"),
+                           ("The same sticks, motion matching through the same runtime", "scenarios_motion_matching")):
+            sc = result.get(key)
+            if not sc:
+                continue
             keys = list(next(iter(sc.values())))
-            lines += ["", "### Scripted sticks (runtime, drawn pose)", "",
+            lines += ["", f"### {title}", "",
                       "| scenario | " + " | ".join(k.replace("_", " ") for k in keys) + " |",
                       "|---|" + "---|" * len(keys)]
             lines += [f"| {name} | " + " | ".join(_fmt(v.get(k)) for k in keys) + " |" for name, v in sc.items()]
+        if result.get("database_stride_ratio"):
+            lines += ["", f"The database's own stride ratio: {_fmt(result['database_stride_ratio'])}."]
     lines += ["", "## Retrieval gain", ""]
     if result is None:
         lines += ["Not evaluated (run `kinema eval` and pass its JSON to `kinema card --eval`)."]

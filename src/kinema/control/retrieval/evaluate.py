@@ -379,9 +379,15 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
         out["stability"] = stability(model, retriever, source, db, stability_frames, context, exclude, rigid=rigid,
                                      planted=plant)
     if scenarios is not None:
-        from kinema.control.retrieval.scenarios import run_scenarios
+        from kinema.control.retrieval.scenarios import database_stride_ratio, run_scenarios
+        names = list(scenarios) or None
         ctl = RetrievalController(checkpoint, db, rigid=rigid, planted=planted)
-        out["scenarios"] = run_scenarios(ctl, list(scenarios) or None, scenario_frames)
+        out["scenarios"] = run_scenarios(ctl, names, scenario_frames)
+        # motion matching through the same runtime (springs, adjustment, foot lock, root
+        # rule) on the same sticks: the baseline a user would otherwise run
+        ctl = RetrievalController(checkpoint, db, mode="matching", rigid=rigid, planted=planted)
+        out["scenarios_motion_matching"] = run_scenarios(ctl, names, scenario_frames)
+        out["database_stride_ratio"] = database_stride_ratio(db)
     return out
 
 

@@ -16,7 +16,10 @@ object); ``foot_skate_cm_s``, horizontal toe speed while the toe is on the floor
 ``travelled_m`` and ``path_m``, the horizontal distance the character's root and the
 requested path (the simulation object) covered: a root that runs away with the stick
 released, or shakes back and forth while its mean error stays small, travels far more than
-its path.
+its path; ``stride_ratio``, how fast the toes move in character space for each metre per
+second the root moves (:func:`stride_ratio`; the database's own is
+:func:`database_stride_ratio`): a character that glides with still legs while its root
+follows the stick scores near 0, one whose legs carry it about the data's ratio.
 """
 from __future__ import annotations
 
@@ -81,6 +84,34 @@ def head_joint(db: Database) -> int:
     return int(np.argmax(joint_positions(db, db.pose.mean(0))[:, 1]))
 
 
+MOVING_M_S = 0.3   # root speed (m/s) above which a frame counts for the stride ratio
+
+
+def stride_ratio(toes: np.ndarray, roots: np.ndarray, fps: float) -> float | None:
+    """Mean character-space toe speed over mean horizontal root speed (dimensionless) on
+    the frames whose root moves faster than MOVING_M_S, of toes (F, T, 3) in character
+    space and roots (F, 3) in the world, metres; None when fewer than a tenth of the
+    frames move (standing)."""
+    toe_speed = np.linalg.norm(np.diff(toes, axis=0), axis=-1).mean(-1) * fps          # (F-1,)
+    root_speed = np.linalg.norm(np.diff(roots[:, [0, 2]], axis=0), axis=-1) * fps      # (F-1,)
+    moving = root_speed > MOVING_M_S
+    if moving.mean() < 0.1:
+        return None
+    return float(toe_speed[moving].mean() / root_speed[moving].mean())
+
+
+def database_stride_ratio(db: Database) -> float:
+    """:func:`stride_ratio` of the database's own motion: consecutive rows of each clip,
+    toes from the pose vectors, roots from ``root_positions``."""
+    toes = [db.roles["left_toe"], db.roles["right_toe"]]
+    local = joint_positions(db, db.pose)[:, toes]                                       # (R, 2, 3)
+    same = db.clip_of(np.arange(db.rows - 1)) == db.clip_of(np.arange(1, db.rows))
+    toe_speed = np.linalg.norm(np.diff(local, axis=0), axis=-1).mean(-1)[same] * db.fps
+    root_speed = np.linalg.norm(np.diff(db.root_positions[:, [0, 2]], axis=0), axis=-1)[same] * db.fps
+    moving = root_speed > MOVING_M_S
+    return float(toe_speed[moving].mean() / root_speed[moving].mean())
+
+
 def path_length(positions: np.ndarray) -> float:
     """Horizontal length (m) of a path of positions (F, 3)."""
     return float(np.linalg.norm(np.diff(positions[:, [0, 2]], axis=0), axis=-1).sum())
@@ -105,10 +136,12 @@ def run_scenario(ctl, stick: Stick, frames: int = 3600, fps: float = 60.0, foot_
     db = ctl.db
     dt = 1.0 / fps
     roles = db.roles
-    lock = FootLock(db.parents, [roles["left_foot"], roles["right_foot"]], [roles["left_toe"], roles["right_toe"]],
+    toes = [roles["left_toe"], roles["right_toe"]]
+    lock = FootLock(db.parents, [roles["left_foot"], roles["right_foot"]], toes,
                     unlock_radius, lock_halflife) if foot_lock else None
     traj = TrajectoryController()
     drawn = np.empty((frames, db.num_joints, 3))
+    local_toes = np.empty((frames, 2, 3))
     roots = np.empty((frames, 3))
     path = np.empty((frames, 3))
     finite = True
@@ -123,17 +156,18 @@ def run_scenario(ctl, stick: Stick, frames: int = 3600, fps: float = 60.0, foot_
             rot, pos = lock.apply(rot.astype(np.float64), pos.astype(np.float64), ctl.contacts, dt)
         finite &= bool(np.isfinite(pos).all() and np.isfinite(rot).all())
         drawn[f], roots[f], path[f] = pos, ctl.root[0], sim.position
+        local_toes[f] = joint_positions(db, ctl.pose)[toes]
     rest = np.linalg.norm(db.offsets, axis=-1)
     rigid = rigid_bones(db)
     drift = np.abs(bone_lengths(drawn, db.parents) - rest)[:, rigid]
-    toes = [roles["left_toe"], roles["right_toe"]]
     head = head_joint(db)
     return {"frames": frames, "finite": finite,
             "bone_length_drift_mm": float(np.nanmax(drift) * 1000.0) if finite else float("inf"),
             "head_above_hips": bool(np.all(drawn[:, head, 1] > drawn[:, roles["hips"], 1])),
             "root_error_m": float(np.linalg.norm((roots - path)[:, [0, 2]], axis=-1).mean()),
             "foot_skate_cm_s": float(foot_skate(drawn[None, :, toes], floor_height(db), fps)[0]),
-            "travelled_m": path_length(roots), "path_m": path_length(path)}
+            "travelled_m": path_length(roots), "path_m": path_length(path),
+            "stride_ratio": stride_ratio(local_toes, roots, fps)}
 
 
 def run_scenarios(ctl, names=None, frames: int = 3600, foot_lock: bool = True) -> dict[str, dict]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from kinema.control.retrieval.metrics import ENERGY_GATE
 from kinema.control.retrieval.scenarios import SCENARIOS, requested_path_m
 
+STRIDE_FRACTION = 0.75   # of the database's stride ratio: below it the legs do not carry the root
+
 
 def check_targets(result: dict) -> list[dict]:
     """Rows ``{"target", "value", "bound", "passed"}`` (``passed`` None when the result
@@ -63,6 +65,23 @@ def check_targets(result: dict) -> list[dict]:
         # a runaway or shaking root can keep a small mean error; its travel gives it away
         ratio = max(s["travelled_m"] / (1.5 * _path_m(name, s) + 5.0) for name, s in sc.items())
         add("root travel vs requested path", ratio, "travelled <= 1.5 x path + 5 m in every scenario", ratio <= 1.0)
+        # a root that follows the stick while the legs stay still glides: its toes barely
+        # move in character space and slide on the floor; motion matching's legs step
+        moving = {n: s for n, s in sc.items() if s.get("stride_ratio") is not None}
+        ref = result.get("database_stride_ratio")
+        if ref and moving:
+            worst = min(s["stride_ratio"] for s in moving.values()) / ref
+            add("stride ratio vs database", worst, "toe speed per root speed >= 0.75 x the database's in every "
+                "moving scenario", worst >= STRIDE_FRACTION)
+        else:
+            add("stride ratio vs database", None, "needs scenarios with stride_ratio", None)
+        mm_sc = result.get("scenarios_motion_matching")
+        if mm_sc and moving:
+            worst = max(s["foot_skate_cm_s"] / max(mm_sc[n]["foot_skate_cm_s"], 1e-6) for n, s in moving.items())
+            add("scenario skating vs motion matching", worst, "drawn skating <= motion matching's in every moving "
+                "scenario", worst <= 1.0)
+        else:
+            add("scenario skating vs motion matching", None, "needs motion matching's scenarios", None)
     else:
         add("scenarios", None, "needs --scenarios", None)
     return rows
