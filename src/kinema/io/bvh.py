@@ -27,7 +27,7 @@ import numpy as np
 from kinema.errors import FormatError
 from kinema.io import atomic
 from kinema.io.bvh_parse import BvhData, read
-from kinema.io.validate import check_motion
+from kinema.io.validate import RENORMALISE_ABOVE, check_motion
 from kinema.limits import DEFAULT, Limits
 from kinema.maths import quat
 from kinema.motion import Motion, Skeleton
@@ -74,7 +74,14 @@ def load(path: str | Path, *, scale: float | str = "auto", end_sites: bool = Fal
     """
     data = read(path, limits)
     motion = to_motion(data, scale=scale, end_sites=end_sites, name=Path(path).stem if name is None else name)
-    return check_motion(motion, path, limits)
+    return check_motion(motion, path, limits, arrays_in_range=_in_range(motion, limits))
+
+
+def _in_range(motion: Motion, limits: Limits) -> bool:
+    """One compiled pass for :func:`check_motion`'s array checks (a dozen NumPy reductions)."""
+    from kinema.io import bvh_kernels
+    return bvh_kernels.motion_in_range(motion.skeleton.offsets, motion.positions, motion.rotations,
+                                       float(limits.max_abs_position), RENORMALISE_ABOVE / 2)
 
 
 def info(path: str | Path) -> dict:
@@ -153,23 +160,7 @@ def to_motion(data: BvhData, *, scale: float | str = "auto", end_sites: bool = F
     frames, num_joints = values.shape[0], len(data.names)
     plan = _plan(tuple(map(tuple, data.channels)))
     pos_joint, pos_axis, pos_col = plan.pos_joint, plan.pos_axis, plan.pos_col
-    # Rotations in float32 (the storage type): NumPy's float32 sin/cos are several times
-    # faster and the error (~2e-7) is far below what the file's decimals carry.
-    if len(plan.groups) == 1 and len(plan.groups[0][1]) == num_joints:
-        rot = None                  # one Euler order on every joint: its quaternions are the array
-    else:
-        rot = np.empty((frames, num_joints, 4), np.float32)
-        rot[:] = (1.0, 0.0, 0.0, 0.0)
-    if plan.zero_column:
-        values = np.concatenate([values, np.zeros((frames, 1))], axis=1)
-    for order, joints, cols in plan.groups:
-        angles = values[:, cols]                                                # (F, Jg, 3) float64
-        np.radians(angles, out=angles)
-        q = quat.from_euler(angles.astype(np.float32), order)
-        if rot is None:
-            rot = np.ascontiguousarray(q, dtype=np.float32)
-        else:
-            rot[:, joints] = q
+    rot = _rotations(values, plan, frames, num_joints)
     if isinstance(scale, str):
         scale = guess_scale(data, _first_pose_height(data, rot[0] if frames else rot, pos_joint, pos_axis, pos_col))
     offsets = data.offsets * scale
@@ -200,19 +191,37 @@ def to_motion(data: BvhData, *, scale: float | str = "auto", end_sites: bool = F
     return Motion(skeleton, fps_from_frame_time(data.frame_time), rot, pos, name=name, metadata=metadata)
 
 
+def _rotations(values: np.ndarray, plan: _Plan, frames: int, num_joints: int) -> np.ndarray:
+    """(F, J, 4) float32 local rotations from the Euler angles (degrees) in ``values``;
+    identity for joints without rotation channels.
+
+    Float32 (the storage type): NumPy's float32 sin/cos are several times faster and the
+    error (~2e-7) is far below what the file's decimals carry. The bits are those of
+    ``quat.from_euler(np.radians(angles).astype(np.float32), order)`` per Euler order, in
+    two compiled passes around NumPy's sin and cos instead of some 30 ufunc calls per order.
+    """
+    from kinema.io import bvh_kernels
+    half = np.empty((frames, num_joints, 3), np.float32)
+    bvh_kernels.half_angles(np.ascontiguousarray(values, np.float64), plan.cols, half)
+    rot = np.empty((frames, num_joints, 4), np.float32)
+    bvh_kernels.euler_quaternions(np.cos(half), np.sin(half), plan.axes, rot)
+    return rot
+
+
 class _Plan(NamedTuple):
     """Where a channel layout's values go (:func:`_plan`).
 
     Attributes:
-        groups: per Euler order, (order, joints (Jg,) int, value columns (Jg, 3) int); a
-            column equal to the channel count stands for an axis without a channel.
-        zero_column: whether any group takes such an axis (a zero column is appended).
+        cols: (J, 3) int64 value column of each joint's Euler angles in its order; -1 for
+            an axis without a channel and for joints without rotation channels.
+        axes: (J, 3) int64 axis (0-2) of each joint's angles in its order; -1 rows for
+            joints without rotation channels.
         pos_joint, pos_axis, pos_col: joint, axis (0-2) and value column of every
             position channel.
     """
 
-    groups: tuple[tuple[str, np.ndarray, np.ndarray], ...]
-    zero_column: bool
+    cols: np.ndarray
+    axes: np.ndarray
     pos_joint: list[int]
     pos_axis: list[int]
     pos_col: list[int]
@@ -222,29 +231,23 @@ class _Plan(NamedTuple):
 def _plan(channels: tuple[tuple[str, ...], ...]) -> _Plan:
     """The value columns of each joint's rotation and position channels, per joint's
     channel list in file order (cached: the files of one data set share one layout)."""
-    zero_col = sum(len(c) for c in channels)
-    groups: dict[str, tuple[list[int], list[list[int]]]] = {}
+    cols = np.full((len(channels), 3), -1, np.int64)
+    axes = np.full((len(channels), 3), -1, np.int64)
     pos_joint, pos_axis, pos_col = [], [], []
     start = 0
     for j, chans in enumerate(channels):
         if any(c.endswith("rotation") for c in chans):
             order, idx = rotation_order(list(chans))
-            joints, cols = groups.setdefault(order, ([], []))
-            joints.append(j)
-            cols.append([start + i if i >= 0 else zero_col for i in idx])
+            axes[j] = [_AXIS[a.upper()] for a in order]
+            cols[j] = [start + i if i >= 0 else -1 for i in idx]
         for i, c in enumerate(chans):
             if c.endswith("position"):
                 pos_joint.append(j)
                 pos_axis.append(_AXIS[c[0]])
                 pos_col.append(start + i)
         start += len(chans)
-    frozen = []
-    for order, (joints, cols) in groups.items():
-        j_arr, c_arr = np.asarray(joints, np.int64), np.asarray(cols, np.int64).reshape(-1, 3)
-        j_arr.flags.writeable = c_arr.flags.writeable = False
-        frozen.append((order, j_arr, c_arr))
-    zero = any(zero_col in c for _, cols in groups.values() for c in cols)
-    return _Plan(tuple(frozen), zero, pos_joint, pos_axis, pos_col)
+    cols.flags.writeable = axes.flags.writeable = False
+    return _Plan(cols, axes, pos_joint, pos_axis, pos_col)
 
 
 def _insert_sites(data: BvhData, scale, names, parents, offsets, rot, pos):

@@ -120,3 +120,103 @@ def read_values(buf: np.ndarray, start: int, out: np.ndarray, pow10: np.ndarray)
             return False
         row += 1
     return row == frames
+
+
+#: NumPy's ``np.radians`` factor (its float64 result is ``degrees * DEG2RAD``, one rounding).
+DEG2RAD = np.pi / 180.0
+
+
+@numba.njit(cache=True, nogil=True)
+def half_angles(values: np.ndarray, cols: np.ndarray, out: np.ndarray) -> None:
+    """Half Euler angles, in radians, for :func:`euler_quaternions`, in place.
+
+    The steps (and bits) of ``quat.from_euler(np.radians(a).astype(np.float32))``: radians
+    in float64, rounded to float32, times 0.5 (exact).
+
+    Args:
+        values: (F, C) float64 MOTION values (angles in degrees).
+        cols: (J, 3) int64 value column of each joint's angles in its Euler order; -1 for an
+            axis without a channel (angle 0) and for joints without rotation channels.
+        out: (F, J, 3) float32, written.
+    """
+    frames, joints = out.shape[0], out.shape[1]
+    half = np.float32(0.5)
+    for f in range(frames):
+        for j in range(joints):
+            for k in range(3):
+                c = cols[j, k]
+                out[f, j, k] = np.float32(values[f, c] * DEG2RAD) * half if c >= 0 else np.float32(0.0)
+
+
+@numba.njit(cache=True, nogil=True)
+def euler_quaternions(cos: np.ndarray, sin: np.ndarray, axes: np.ndarray, out: np.ndarray) -> None:
+    """Quaternions of intrinsic Euler angles, bit for bit :func:`kinema.maths.quat.from_euler`.
+
+    With ``c_i, s_i`` the cosine and sine of half the angle about axis ``order[i]`` and
+    ``e`` = +1 for the cyclic orders (xyz, yzx, zxy), -1 for the others, ``from_euler``'s
+    sparse products come to ``w = c0 c1 c2 - e s0 s1 s2``, ``q[order[0]] = s0 c1 c2 +
+    e c0 s1 s2``, ``q[order[1]] = c0 s1 c2 - e s0 c1 s2``, ``q[order[2]] = c0 c1 s2 +
+    e s0 s1 c2``, each product taken left to right in float32 (the order of the two terms
+    of a sum, and a sign moved into a subtraction, change no bit).
+
+    Args:
+        cos, sin: (F, J, 3) float32, ``np.cos`` and ``np.sin`` of the half angles (NumPy's
+            float32 functions: Numba's differ in the last bit).
+        axes: (J, 3) int64 axis (0-2) of each joint's angles in its order; a row of -1 for a
+            joint without rotation channels (identity).
+        out: (F, J, 4) float32 (w, x, y, z), written.
+    """
+    frames, joints = out.shape[0], out.shape[1]
+    for f in range(frames):
+        for j in range(joints):
+            a0, a1, a2 = axes[j, 0], axes[j, 1], axes[j, 2]
+            if a0 < 0:
+                out[f, j, 0], out[f, j, 1], out[f, j, 2], out[f, j, 3] = 1.0, 0.0, 0.0, 0.0
+                continue
+            c0, c1, c2 = cos[f, j, 0], cos[f, j, 1], cos[f, j, 2]
+            s0, s1, s2 = sin[f, j, 0], sin[f, j, 1], sin[f, j, 2]
+            if (a1 - a0) % 3 == 1:              # cyclic
+                out[f, j, 0] = c0 * c1 * c2 - s0 * s1 * s2
+                out[f, j, 1 + a0] = s0 * c1 * c2 + c0 * s1 * s2
+                out[f, j, 1 + a1] = c0 * s1 * c2 - s0 * c1 * s2
+                out[f, j, 1 + a2] = c0 * c1 * s2 + s0 * s1 * c2
+            else:
+                out[f, j, 0] = c0 * c1 * c2 + s0 * s1 * s2
+                out[f, j, 1 + a0] = s0 * c1 * c2 - c0 * s1 * s2
+                out[f, j, 1 + a1] = c0 * s1 * c2 + s0 * c1 * s2
+                out[f, j, 1 + a2] = c0 * c1 * s2 - s0 * s1 * c2
+
+
+@numba.njit(cache=True, nogil=True)
+def _bounded(a: np.ndarray, max_abs: float) -> bool:
+    """Every value of ``a`` (any shape) finite and at most ``max_abs`` in magnitude."""
+    for x in a.ravel():
+        if not (np.isfinite(x) and abs(x) <= max_abs):
+            return False
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def motion_in_range(offsets: np.ndarray, positions: np.ndarray, rotations: np.ndarray, max_abs: float,
+                    norm_margin: float) -> bool:
+    """Whether :func:`kinema.io.validate.check_motion` would pass these arrays unchanged.
+
+    Args:
+        offsets: (J, 3) float32 skeleton offsets; positions: (F, J, 3) float32, metres.
+        rotations: (F, J, 4) float32 quaternions.
+        max_abs: ``Limits.max_abs_position`` (metres).
+        norm_margin: float64 quaternion norms must lie within ``1 +- norm_margin``; half
+            ``validate.RENORMALISE_ABOVE`` leaves room for any rounding of the norm.
+    Returns:
+        True when every offset and position is finite and within ``max_abs`` and every
+        quaternion is within the margin of unit norm; False says nothing (the full checks
+        then run and name the problem).
+    """
+    if not (_bounded(offsets, max_abs) and _bounded(positions, max_abs)):
+        return False
+    q = rotations.reshape(-1, 4)
+    for i in range(q.shape[0]):
+        w, x, y, z = np.float64(q[i, 0]), np.float64(q[i, 1]), np.float64(q[i, 2]), np.float64(q[i, 3])
+        if not abs(np.sqrt(w * w + x * x + y * y + z * z) - 1.0) <= norm_margin:
+            return False
+    return True

@@ -114,7 +114,8 @@ def parse(raw: bytes, path: str | Path | None = None, limits: Limits = DEFAULT) 
         raise FormatError("no MOTION section (a line holding only 'MOTION')", path,
                           raw.count(b"\n") + 1)
     header = _decode(raw[:m.start()])
-    names, parents, offsets, channels, end_sites = _parse_hierarchy(header, path)
+    parsed = _compiled_hierarchy(raw, m.start(), header)
+    names, parents, offsets, channels, end_sites = parsed or _parse_hierarchy(header, path)
     motion_line = header.count("\n") + 1
     frames, frame_time, data_start, data_line = _parse_motion_header(raw, m.end(), motion_line, path,
                                                                      limits)
@@ -185,6 +186,50 @@ def _channel_list(toks: list[str], joint: str, path, line: int) -> list[str]:
     if len(_CHANNEL_LISTS) < 256:
         _CHANNEL_LISTS[key] = tuple(chans)
     return chans
+
+
+#: Canonical channel names by the codes of :mod:`kinema.io.bvh_hierarchy_kernels`.
+_CHANNEL_CODES = ("Xposition", "Yposition", "Zposition", "Xrotation", "Yrotation", "Zrotation")
+#: Channel lists by layout code (:data:`kinema.io.bvh_hierarchy_kernels.LAYOUT_BASE`).
+_LAYOUTS: dict[int, tuple[str, ...]] = {}
+
+
+def _layout(code: int) -> tuple[str, ...]:
+    """The channel names of a layout code from the compiled HIERARCHY reader."""
+    known = _LAYOUTS.get(code)
+    if known is None:
+        from kinema.io.bvh_hierarchy_kernels import LAYOUT_BASE
+        names, rest = [], code
+        while rest:
+            rest, digit = divmod(rest, LAYOUT_BASE)
+            names.append(_CHANNEL_CODES[digit - 1])
+        known = _LAYOUTS[code] = tuple(names)        # bounded: 1,957 lists of distinct channels
+    return known
+
+
+def _compiled_hierarchy(raw: bytes, end: int, header: str):
+    """What :func:`_parse_hierarchy` returns for ``header`` (the decoded ``raw[:end]``), read
+    by :func:`kinema.io.bvh_hierarchy_kernels.hierarchy`, or None when that declines (the
+    block is not the plain case, or is malformed: the Python parser then reads it and
+    names the error). The same values: names, parents, OFFSET bits, channel lists."""
+    cap = raw.count(b"{", 0, end)            # every joint and End Site opens one
+    if cap == 0:
+        return None
+    from kinema.io import bvh_hierarchy_kernels, bvh_kernels
+    ints = np.empty((6, cap), np.int64)
+    floats = np.empty((2, cap, 3))
+    joints, sites = bvh_hierarchy_kernels.hierarchy(np.frombuffer(raw, np.uint8), end, bvh_kernels.POW10,
+                                                     ints, floats)
+    if joints < 0:
+        return None
+    _, layouts, starts, stops, site_joint, site_at = ints.tolist()
+    names = [header[s:e] for s, e in zip(starts[:joints], stops[:joints])]     # ASCII: a byte is a character
+    if len(set(names)) != joints:
+        return None                                  # the Python parser names the duplicate
+    channels = [list(_layout(c)) for c in layouts[:joints]]
+    site_off = floats[1]
+    end_sites = [(site_joint[k], site_off[k], site_at[k]) for k in range(sites)]
+    return names, ints[0, :joints], floats[0, :joints], channels, end_sites
 
 
 def _number(tok: str, what: str, path, line: int) -> float:

@@ -87,17 +87,23 @@ def unit_quaternions(q: np.ndarray, path, what: str = "rotations") -> np.ndarray
     return out
 
 
-def check_motion(motion, path, limits: Limits = DEFAULT):
+def check_motion(motion, path, limits: Limits = DEFAULT, *, arrays_in_range: bool = False):
     """The loaded ``motion`` made safe to use, or FormatError naming ``path``.
 
     Checks: at least one frame, fps range, finite float32 rotations, positions and
     offsets; rotations normalised to unit length. Returns the same Motion object
-    (rotations replaced in place when normalised).
+    (rotations replaced in place when normalised). ``arrays_in_range``: the caller has
+    found the float32 offsets and positions finite and within
+    ``limits.max_abs_position`` and the rotations within ``RENORMALISE_ABOVE / 2`` of
+    unit norm (:func:`kinema.io.bvh_kernels.motion_in_range`), so the array checks, which
+    would pass and change nothing, are skipped.
     """
     if motion.num_frames < 1:
         raise FormatError("the motion has no frames", path)
     check_motion_size(motion.num_frames, motion.skeleton.num_joints, path, limits)
     motion.fps = check_fps(motion.fps, path, limits)
+    if arrays_in_range:
+        return motion
     bounded_positions(motion.skeleton.offsets, path, "offsets", limits)
     bounded_positions(motion.positions, path, "positions", limits)
     rot = finite_float32(motion.rotations, path, "rotations")
