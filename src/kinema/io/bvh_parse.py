@@ -1,6 +1,8 @@
 """Parse BVH text into raw arrays (file units, degrees); :mod:`kinema.io.bvh` builds a Motion.
 
-The HIERARCHY block is small and parsed statement by statement; the MOTION block (almost
+The HIERARCHY block is small: a compiled reader (:mod:`kinema.io.bvh_hierarchy_kernels`)
+takes the plain case and declines everything else to the statement-by-statement parser
+here, which names any error; the MOTION block (almost
 all of the file) is read by a compiled reader of plain decimals
 (:mod:`kinema.io.bvh_kernels`, the same bits as ``np.loadtxt`` several times faster),
 else in one call to NumPy's C text reader, and validated by shape, so the cost per frame
