@@ -70,3 +70,9 @@ def test_a_gliding_character_fails_the_stride_and_scenario_skating_targets(resul
     assert _row(glide, "stride ratio vs database")["passed"] is False
     row = _row(glide, "scenario skating vs motion matching")
     assert row["passed"] is False and row["value"] > 10
+    standing = copy.deepcopy(stepping)                      # asked to walk the circle, it stands
+    standing["scenarios"]["circle"]["stride_ratio"] = None
+    assert _row(standing, "stride ratio vs database")["passed"] is False
+    shuffling = copy.deepcopy(stepping)                     # the idle stick asks for no path
+    shuffling["scenarios"]["idle"].update(stride_ratio=0.1, foot_skate_cm_s=500.0)
+    assert _row(shuffling, "scenario skating vs motion matching")["passed"] is True
