@@ -9,7 +9,7 @@ import pytest
 
 from kinema.control.retrieval.metrics import joint_positions
 from kinema.control.retrieval.rollout import control_at, integrate_root, root_motion
-from kinema.control.retrieval.sequences import Retriever, WindowSampler
+from kinema.control.retrieval.sequences import WindowSampler
 from kinema.control.retrieval.training import build_clips
 from kinema.matching.config import DatabaseConfig
 
@@ -228,15 +228,3 @@ def test_group_exclusion_keeps_a_query_out_of_its_whole_group(db, retriever):
         clip_groups(db, "subject(")
     with pytest.raises(ValueError, match="one entry per database clip"):
         Retriever(db, retriever.norm, groups=np.zeros(3))
-
-
-def test_retriever_splits_a_batch_over_threads_with_the_same_result(games105_retriever):
-    """A crowd's retriever searches on torch's threads: the same rows and costs as one thread,
-    with and without clip exclusions."""
-    r, db = games105_retriever, games105_retriever.db
-    rows = np.arange(0, db.rows, max(1, db.rows // 57))
-    two = Retriever(db, r.norm, threads=2)
-    for ex in (None, r.exclusions(db.clip_of(rows))):
-        one_idx, one_cost = r.search(db.features[rows], ex)
-        two_idx, two_cost = two.search(db.features[rows], ex)
-        assert len(rows) > 40 and np.array_equal(one_idx, two_idx) and np.array_equal(one_cost, two_cost)

@@ -295,16 +295,15 @@ class Database:
             self._index = SearchIndex(self.features, self.ranges)
         return self._index
 
-    def search(self, queries: np.ndarray, k: int = 4, exclude: Exclusion | None = None,
-               threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
-        """Exact k nearest rows to normalised ``queries`` (Q, D) or (D,); a batch is split
-        over ``threads`` threads (the results do not depend on it).
+    def search(self, queries: np.ndarray, k: int = 4, exclude: Exclusion | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Exact k nearest rows to normalised ``queries`` (Q, D) or (D,).
 
         Returns:
             indices (Q, k) int64 and costs (Q, k) float32 (squared distances), best first;
             see :meth:`kinema.matching.search.SearchIndex.search`.
         """
-        return self.index.search(queries, k=k, exclude=exclude, threads=threads)
+        return self.index.search(queries, k=k, exclude=exclude)
 
     # -- info and files ------------------------------------------------------------------
     def info(self) -> dict:

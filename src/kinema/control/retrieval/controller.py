@@ -108,8 +108,7 @@ class RetrievalCrowd:
         self.db = db
         self.batch = int(batch)
         self.norm = Normaliser.from_json(meta["normalisation"]["pose"])
-        # the staggered searches of a frame split over torch's threads, idle during them
-        self.retriever = Retriever.for_checkpoint(db, self.norm, meta, threads=torch.get_num_threads())
+        self.retriever = Retriever.for_checkpoint(db, self.norm, meta)
         if mode not in MODES:
             raise KinemaError(f"unknown controller mode {mode!r}; choose from {MODES}")
         self.mode = mode

@@ -34,14 +34,11 @@ class Retriever:
         groups: (C,) a group id per database clip (e.g. the actor): a training query then
             excludes every clip of its own group, not only its clip and mirror twin (None:
             each clip and its twin are a group).
-        threads: threads a batch of queries is split over (a crowd's searches; the
-            results do not depend on it).
     """
 
     def __init__(self, db: Database, norm: Normaliser, k: int = 4, top: int = 16, tau: float = 0.5,
-                 refresh: int = 6, groups: np.ndarray | None = None, threads: int = 1):
+                 refresh: int = 6, groups: np.ndarray | None = None):
         self.db, self.norm, self.k, self.top, self.tau, self.refresh = db, norm, k, max(top, k), tau, refresh
-        self.threads = int(threads)
         self.excluded = _exclusion_table(db, groups)
         self.poses_n = norm.normalise(db.pose)
         succ = db.successor(np.arange(db.rows))
@@ -64,7 +61,7 @@ class Retriever:
         """Top rows (Q, top) and costs of normalised queries (Q, 27); ``exclude_clips``
         (Q, M) clip ids each query may not retrieve (-1 pads)."""
         ex = Exclusion(clip_end=1, clips=exclude_clips) if exclude_clips is not None else Exclusion(clip_end=1)
-        idx, cost = self.db.search(features_n, self.top, ex, threads=self.threads)
+        idx, cost = self.db.search(features_n, self.top, ex)
         bad = idx < 0
         if bad.any():  # fewer rows allowed than asked: repeat the best
             idx = np.where(bad, idx[:, :1], idx)
