@@ -31,6 +31,7 @@ database relabelled with another fingerprint or config is refused.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import zipfile
@@ -556,6 +557,7 @@ def _concatenate_freeing(parts: list[dict[str, np.ndarray]]) -> dict[str, np.nda
     is copied: the output's pages are first written as the parts go, so the two never
     both exist in full (``parts`` is emptied)."""
     out = {}
+    freed = 0
     for key in list(parts[0]):
         first = parts[0][key]
         arr = np.empty((sum(len(p[key]) for p in parts),) + first.shape[1:], first.dtype)
@@ -564,10 +566,39 @@ def _concatenate_freeing(parts: list[dict[str, np.ndarray]]) -> dict[str, np.nda
             a = p.pop(key)
             arr[row:row + len(a)] = a
             row += len(a)
+            freed += a.nbytes
             del a
+            if freed > _TRIM_BYTES:
+                _release_freed_memory()
+                freed = 0
         out[key] = arr
     parts.clear()
+    _release_freed_memory()
     return out
+
+
+# The clip parts are freed in the order they were made, between the process's other
+# allocations, so glibc keeps their pages in its heap instead of returning them, and the
+# output's pages add to them: without a trim the peak was the parts plus the whole output
+# (1.25 GB resident for a 0.55 GB Bandai-Namco database, 0.81 GB with one).
+_TRIM_BYTES = 64 << 20
+
+
+def _release_freed_memory() -> None:
+    """Return the C heap's free pages to the OS (glibc ``malloc_trim``; a no-op elsewhere)."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.lru_cache(maxsize=1)
+def _malloc_trim():
+    import ctypes
+    import ctypes.util
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):   # not glibc (macOS, Windows, musl without it)
+        return None
 
 
 def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
