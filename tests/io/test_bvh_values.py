@@ -86,3 +86,23 @@ def test_frame_count_must_match():
     assert _compiled(b"1 2\n3 4\n", 1, 2) is None
     assert _compiled(b"1 2\n", 2, 2) is None
     assert _compiled(b"1 2\n3 4", 2, 2) is not None                # no newline at the end
+
+
+def test_values_past_the_range_limit_are_declined_and_refused_with_their_line(tmp_path):
+    """9e37 (or 9e30) is an exact decimal the fast reader could compute; like the slow path it must not
+    accept it (the loader refuses values at or above MAX_ABS_VALUE and names the line)."""
+    import kinema
+    from kinema.errors import FormatError
+    from kinema.io import bvh_kernels
+
+    assert bvh_kernels._MAX_ABS == bvh_parse.MAX_ABS_VALUE
+    assert _compiled(b"1.5 9000000000000000e13\n", 1, 2) is not None       # 9e28: fine
+    assert _compiled(b"1.5 9000000000000000e15\n", 1, 2) is None           # 9e30: declined
+    text = ("HIERARCHY\nROOT Hips\n{\n OFFSET 0 0 0\n CHANNELS 3 Xposition Yposition Zposition\n"
+            " End Site\n {\n  OFFSET 0 1 0\n }\n}\nMOTION\nFrames: 2\nFrame Time: 0.0333333\n"
+            "0 1 0\n0 9000000000000000e22 0\n")
+    path = tmp_path / "huge.bvh"
+    path.write_text(text)
+    with pytest.raises(FormatError, match="out-of-range") as err:
+        kinema.load(path)
+    assert "15" in str(err.value)                                          # the second MOTION line

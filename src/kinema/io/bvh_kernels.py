@@ -28,6 +28,9 @@ import numpy as np
 #: 10**k for k = 0..22, every one an exact double.
 POW10 = np.array([float(10 ** k) for k in range(23)])
 _EXACT = 1 << 53
+#: Magnitudes at or above this are refused (kinema.io.bvh_parse.MAX_ABS_VALUE, repeated here
+#: because that module imports this one lazily; a test checks they agree).
+_MAX_ABS = 1e30
 
 
 @numba.njit(cache=True, nogil=True)
@@ -112,6 +115,8 @@ def read_values(buf: np.ndarray, start: int, out: np.ndarray, pow10: np.ndarray)
             if row >= frames or col >= cols:
                 return False
             v = m / pow10[-scale] if scale < 0 else m * pow10[scale]
+            if not v < _MAX_ABS:                     # refused with its line by the diagnosis
+                return False
             out[row, col] = -v if neg else v
             col += 1
         if col == 0:

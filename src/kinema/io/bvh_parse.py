@@ -403,8 +403,8 @@ def _parse_motion_header(raw: bytes, pos: int, motion_line: int, path, limits: L
 def _read_plain(raw: bytes, start: int, frames: int, num_channels: int) -> np.ndarray | None:
     """(frames, num_channels) float64 from the MOTION lines at ``raw[start:]`` when they are
     plain decimals that :mod:`kinema.io.bvh_kernels` reads exactly (the same bits as
-    ``np.loadtxt``), else None (the caller then takes :func:`_parse_values`). Values it
-    reads are below 2**53 in magnitude, so no range check is needed."""
+    ``np.loadtxt``), else None (the caller then takes :func:`_parse_values`, which also
+    diagnoses a value at or above :data:`MAX_ABS_VALUE`)."""
     if num_channels == 0:
         return None
     from kinema.io import bvh_kernels
