@@ -172,6 +172,11 @@ def test_scenarios_measure_what_a_user_sees(sample_controller):
     assert raw["stop_start"]["bone_length_drift_mm"] > 10.0
     assert rigid["idle"]["travelled_m"] < 0.25 * rigid["stop_start"]["travelled_m"]
     assert rigid["idle"]["stride_ratio"] is None and rigid["stop_start"]["stride_ratio"] > 0
+    from kinema.control.retrieval.scenarios import SCENARIOS, run_scenario, stride_ratio
+    traces: dict = {}
+    res = run_scenario(RetrievalController(path, db), SCENARIOS["stop_start"], 240, traces=traces)
+    assert traces["drawn"].shape == (240, db.num_joints, 3) and traces["local_toes"].shape == (240, 2, 3)
+    assert stride_ratio(traces["local_toes"], traces["roots"], db.fps) == res["stride_ratio"]
 
 
 def test_stride_ratio_tells_steps_from_a_glide(games105_db):

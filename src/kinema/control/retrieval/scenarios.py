@@ -130,9 +130,12 @@ def requested_path_m(stick: Stick, frames: int = 3600, fps: float = 60.0) -> flo
 
 
 def run_scenario(ctl, stick: Stick, frames: int = 3600, fps: float = 60.0, foot_lock: bool = True,
-                 unlock_radius: float = 0.2, lock_halflife: float = 0.1) -> dict:
+                 unlock_radius: float = 0.2, lock_halflife: float = 0.1, traces: dict | None = None) -> dict:
     """Drive ``ctl`` (a :class:`~kinema.control.retrieval.controller.RetrievalController`,
-    reset to its start) with ``stick`` for ``frames`` frames (see the module docstring)."""
+    reset to its start) with ``stick`` for ``frames`` frames (see the module docstring).
+    ``traces``, when given, receives the per-frame arrays the figures come from: ``drawn``
+    (F, J, 3) world joints, ``local_toes`` (F, 2, 3) character-space toes, ``roots`` and
+    ``path`` (F, 3)."""
     db = ctl.db
     dt = 1.0 / fps
     roles = db.roles
@@ -157,6 +160,8 @@ def run_scenario(ctl, stick: Stick, frames: int = 3600, fps: float = 60.0, foot_
         finite &= bool(np.isfinite(pos).all() and np.isfinite(rot).all())
         drawn[f], roots[f], path[f] = pos, ctl.root[0], sim.position
         local_toes[f] = joint_positions(db, ctl.pose)[toes]
+    if traces is not None:
+        traces.update(drawn=drawn, local_toes=local_toes, roots=roots, path=path)
     rest = np.linalg.norm(db.offsets, axis=-1)
     rigid = rigid_bones(db)
     drift = np.abs(bone_lengths(drawn, db.parents) - rest)[:, rigid]
