@@ -58,6 +58,11 @@ class LimitError(FormatError, CheckpointError):
         super().__init__(message, path)
 
 
+class NonFiniteError(KinemaError, ValueError):
+    """An array that must be finite holds NaN or infinity (e.g. the search queries of a
+    controller whose rollout diverged)."""
+
+
 class SkeletonError(KinemaError, ValueError):
     """A skeleton or motion is inconsistent (parent order, shapes, names)."""
 

@@ -220,3 +220,15 @@ def test_a_checkpoint_trained_planted_runs_and_is_evaluated_planted(trained, tmp
     assert on["planted"] is True and off["planted"] is False
     # the same weights, moved by another root rule: the root paths differ
     assert on["free_running"]["with"]["root_error_m"] != off["free_running"]["with"]["root_error_m"]
+
+
+def test_a_diverging_run_stops_with_the_step_and_what_to_change(tmp_path):
+    """A learning rate of 1e6 blows the tiny model up within a few steps: training stops
+    with an error naming the step, the stage and the settings to change, not with a search
+    error from deep inside a rollout; no checkpoint is written."""
+    cfg = load_config(CONFIG)
+    cfg["train"]["lr"] = 1e6
+    out = tmp_path / "diverged.safetensors"
+    with pytest.raises(KinemaError, match=r"training diverged at step \d+ \(warmup stage.*train\.lr") as err:
+        train(cfg, out, log=lambda *_: None)
+    assert "NaN or infinity" in str(err.value) and not out.exists()

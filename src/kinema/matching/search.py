@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kinema.errors import KinemaError
+from kinema.errors import KinemaError, NonFiniteError
 from kinema.matching import search_kernels as kern
 
 
@@ -150,7 +150,7 @@ def _check_queries(queries: np.ndarray, dims: int) -> tuple[np.ndarray, bool]:
     if q.ndim != 2 or q.shape[1] != dims:
         raise KinemaError(f"queries must be (Q, {dims}) or ({dims},), got {np.shape(queries)}")
     if not np.all(np.isfinite(q)):
-        raise KinemaError("queries contain NaN or infinity")
+        raise NonFiniteError("queries contain NaN or infinity")
     return np.ascontiguousarray(q), single
 
 
@@ -443,7 +443,7 @@ class SearchIndex:
             if status == 0:
                 return idx[0], cost[0]
             if status < 0:
-                raise KinemaError("queries contain NaN or infinity")
+                raise NonFiniteError("queries contain NaN or infinity")
         q = queries
         if type(q) is not np.ndarray or q.dtype != _F32:
             q = np.asarray(q, np.float32)
@@ -459,7 +459,7 @@ class SearchIndex:
             idx = np.empty((1, k), np.int64)
             cost = np.empty((1, k), np.float32)
             if kern.knn(q.reshape(1, -1), _ONE, 0, 1, k, *self._rules(exclude, 1), idx, cost, *self._tree) < 0:
-                raise KinemaError("queries contain NaN or infinity")
+                raise NonFiniteError("queries contain NaN or infinity")
             return idx[0], cost[0]
         if q.ndim != 2 or q.shape[1] != self.dims:
             raise KinemaError(f"queries must be (Q, {self.dims}) or ({self.dims},), got {np.shape(queries)}")
@@ -481,7 +481,7 @@ class SearchIndex:
             with ThreadPoolExecutor(parts) as pool:
                 status = min(pool.map(run, range(parts)))
         if status < 0:
-            raise KinemaError("queries contain NaN or infinity")
+            raise NonFiniteError("queries contain NaN or infinity")
         return idx, cost
 
     @property

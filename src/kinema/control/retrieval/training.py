@@ -67,7 +67,7 @@ from kinema.control.retrieval.metrics import floor_height, pose_slice
 from kinema.control.retrieval.pose import rigid_pose_normalised
 from kinema.control.retrieval.rollout import rollout, teacher_forced_candidates, toe_positions
 from kinema.control.retrieval.sequences import RandomRetriever, Retriever, WindowSampler
-from kinema.errors import KinemaError
+from kinema.errors import KinemaError, NonFiniteError
 from kinema.features.normalisation import Normaliser
 from kinema.features.root import yaw_rotate
 from kinema.matching.config import DatabaseConfig
@@ -607,6 +607,17 @@ def selection_key(rec: dict, s: TrainSettings) -> float:
     return rec[f"fr_{name}"] + sum(w * rec.get(f"{term}_{name}", 0.0) for term, w in term_weights(s).items() if w > 0)
 
 
+def diverged(step: int, stage: str, s: TrainSettings, partial: Path) -> KinemaError:
+    """The error of a run whose rollouts or loss went non-finite at ``step``: where, what
+    was running, what is kept, and what to change."""
+    kept = (f"the last validated state is kept in {partial}" if partial.is_file()
+            else "no validation had run yet, so nothing was kept")
+    horizon = f", free_horizon {s.free_horizon}" if stage == "free" else ""
+    return KinemaError(f"training diverged at step {step + 1} ({stage} stage{horizon}, lr {s.lr:g}): the loss or a "
+                       f"rollout's poses became NaN or infinity; {kept}. Try a lower train.lr, a shorter train.free_horizon "
+                       "or a smaller train.clip_grad")
+
+
 def partial_path(out: Path) -> Path:
     """Where an unfinished run of ``out`` keeps its state (see :func:`train`)."""
     return out.with_name(out.stem + ".partial" + out.suffix)
@@ -685,19 +696,22 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
     from tqdm import tqdm
     for step in tqdm(range(first, total), desc="train", leave=False, mininterval=5, initial=first, total=total):
         model.train()
-        if step < s.warmup:
-            stage = "warmup"
-            loss = teacher_forced_loss(model, sampler, s, rng)
-        elif step < s.warmup + s.scheduled:
-            stage = "scheduled"
-            u = (step - s.warmup) / max(s.scheduled - 1, 1)
-            h = int(round(s.horizon[0] + u * (s.horizon[1] - s.horizon[0])))
-            loss = rollout_loss(model, retriever, train_clips, s, h, u, rng, None, floor)
-        else:
-            stage = "free"
-            loss = rollout_loss(model, retriever, train_clips, s, s.free_horizon, 1.0, rng, s.detach_every, floor)
-        if stage != "warmup" and s.tf_mix > 0:   # keep the teacher-forced objective in the rollout stages
-            loss = loss + s.tf_mix * teacher_forced_loss(model, sampler, s, rng)
+        stage = "warmup" if step < s.warmup else "scheduled" if step < s.warmup + s.scheduled else "free"
+        try:
+            if stage == "warmup":
+                loss = teacher_forced_loss(model, sampler, s, rng)
+            elif stage == "scheduled":
+                u = (step - s.warmup) / max(s.scheduled - 1, 1)
+                h = int(round(s.horizon[0] + u * (s.horizon[1] - s.horizon[0])))
+                loss = rollout_loss(model, retriever, train_clips, s, h, u, rng, None, floor)
+            else:
+                loss = rollout_loss(model, retriever, train_clips, s, s.free_horizon, 1.0, rng, s.detach_every, floor)
+            if stage != "warmup" and s.tf_mix > 0:   # keep the teacher-forced objective in the rollout stages
+                loss = loss + s.tf_mix * teacher_forced_loss(model, sampler, s, rng)
+        except NonFiniteError as e:   # a rollout's poses blew up before the loss was formed
+            raise diverged(step, stage, s, partial) from e
+        if not torch.isfinite(loss):
+            raise diverged(step, stage, s, partial)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), s.clip_grad)
