@@ -66,6 +66,8 @@ def read_values(buf: np.ndarray, start: int, out: np.ndarray, pow10: np.ndarray)
                     i += 2
                     break
                 return False
+            # one plain decimal, read here rather than by a shared scanner (the hot loop:
+            # see kinema.io.bvh_hierarchy_kernels._decimal, its twin)
             neg = False
             if c == 45 or c == 43:                   # '-' or '+'
                 neg = c == 45
