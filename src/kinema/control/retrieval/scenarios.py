@@ -92,22 +92,29 @@ def stride_ratio(toes: np.ndarray, roots: np.ndarray, fps: float) -> float | Non
     the frames whose root moves faster than MOVING_M_S, of toes (F, T, 3) in character
     space and roots (F, 3) in the world, metres; None when fewer than a tenth of the
     frames move (standing)."""
-    toe_speed = np.linalg.norm(np.diff(toes, axis=0), axis=-1).mean(-1) * fps          # (F-1,)
-    root_speed = np.linalg.norm(np.diff(roots[:, [0, 2]], axis=0), axis=-1) * fps      # (F-1,)
-    moving = root_speed > MOVING_M_S
-    if moving.mean() < 0.1:
+    toe_speed, root_speed = _step_speeds(toes, roots, fps)
+    if (root_speed > MOVING_M_S).mean() < 0.1:
         return None
-    return float(toe_speed[moving].mean() / root_speed[moving].mean())
+    return _moving_ratio(toe_speed, root_speed)
 
 
 def database_stride_ratio(db: Database) -> float:
     """:func:`stride_ratio` of the database's own motion: consecutive rows of each clip,
     toes from the pose vectors, roots from ``root_positions``."""
     toes = [db.roles["left_toe"], db.roles["right_toe"]]
-    local = joint_positions(db, db.pose)[:, toes]                                       # (R, 2, 3)
-    same = db.clip_of(np.arange(db.rows - 1)) == db.clip_of(np.arange(1, db.rows))
-    toe_speed = np.linalg.norm(np.diff(local, axis=0), axis=-1).mean(-1)[same] * db.fps
-    root_speed = np.linalg.norm(np.diff(db.root_positions[:, [0, 2]], axis=0), axis=-1)[same] * db.fps
+    toe_speed, root_speed = _step_speeds(joint_positions(db, db.pose)[:, toes], db.root_positions, db.fps)
+    same = db.clip_of(np.arange(db.rows - 1)) == db.clip_of(np.arange(1, db.rows))   # not across clips
+    return _moving_ratio(toe_speed[same], root_speed[same])
+
+
+def _step_speeds(toes: np.ndarray, roots: np.ndarray, fps: float) -> tuple[np.ndarray, np.ndarray]:
+    """(F-1,) mean toe speed of toes (F, T, 3) and horizontal root speed of roots (F, 3), m/s."""
+    toe_speed = np.linalg.norm(np.diff(toes, axis=0), axis=-1).mean(-1) * fps
+    root_speed = np.linalg.norm(np.diff(roots[:, [0, 2]], axis=0), axis=-1) * fps
+    return toe_speed, root_speed
+
+
+def _moving_ratio(toe_speed: np.ndarray, root_speed: np.ndarray) -> float:
     moving = root_speed > MOVING_M_S
     return float(toe_speed[moving].mean() / root_speed[moving].mean())
 
