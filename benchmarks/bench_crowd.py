@@ -29,7 +29,6 @@ sys.path.insert(0, str(HERE))
 from common import print_table  # noqa: E402
 from kinema.control.retrieval.controller import RetrievalController, RetrievalCrowd  # noqa: E402
 from kinema.control.retrieval.evaluate import cached_database, open_database  # noqa: E402
-from kinema.control.trajectory import TrajectoryController  # noqa: E402
 from kinema.nn.checkpoint import read_metadata  # noqa: E402
 
 ROOT = HERE.parent
@@ -47,14 +46,11 @@ def crowd_steps(ckpt: Path, db, b: int, steps: int) -> tuple[float, float]:
     """(wall, cpu) seconds per crowd step of ``b`` characters (after a 60-frame warm-up)."""
     rng = np.random.default_rng(0)
     crowd = RetrievalCrowd(ckpt, db, b, start_row=rng.integers(0, db.rows - 200, b), phase=np.arange(b) % 6)
-    traj = TrajectoryController(batch=b)
     angles = rng.uniform(-np.pi, np.pi, b)
     walk = np.zeros(b, bool)
 
     def frame(f: int) -> None:
-        sim = traj.update(sticks(f, angles), 1 / 60, walk=walk)
-        crowd.step(traj.predict().features(crowd.root_pos, crowd.root_dir))
-        crowd.adjust_toward(sim.position, sim.direction, 1 / 60)
+        crowd.drive(sticks(f, angles), 1 / 60, walk=walk)
     return _time(frame, steps)
 
 
@@ -63,16 +59,12 @@ def single_steps(ckpt: Path, db, b: int, steps: int) -> tuple[float, float]:
     rng = np.random.default_rng(0)
     rows = rng.integers(0, db.rows - 200, b)
     ctls = [RetrievalController(ckpt, db, start_row=int(r), phase=i % 6) for i, r in enumerate(rows)]
-    trajs = [TrajectoryController() for _ in range(b)]
     angles = rng.uniform(-np.pi, np.pi, b)
 
     def frame(f: int) -> None:
         s = sticks(f, angles)
-        for i, (ctl, traj) in enumerate(zip(ctls, trajs)):
-            sim = traj.update(s[i], 1 / 60)
-            root_pos, root_dir = ctl.root
-            ctl.step(traj.predict().features(root_pos, root_dir))
-            ctl.adjust_toward(sim.position, sim.direction, 1 / 60)
+        for i, ctl in enumerate(ctls):
+            ctl.drive(s[i], 1 / 60)
     return _time(frame, steps)
 
 

@@ -149,6 +149,26 @@ def expand_data_pattern(pattern: str) -> list[Path]:
     return hits
 
 
+def data_path(arg: str | Path) -> str | Path:
+    """A command-line path argument: ``shared:REL`` or ``sample:REL`` becomes that path in
+    the shared data folder or the bundled sample, whatever the current folder (the rule of
+    :func:`expand_data_pattern`, without globbing); anything else is returned unchanged
+    (a path relative to the current folder, or a name such as a demo's or a skeleton preset's).
+
+    Raises:
+        MissingFileError: ``shared:`` without a shared data folder (naming where kinema looked).
+    """
+    text = str(arg)
+    if text.startswith("shared:"):
+        root = shared_root()
+        if root is None:
+            raise MissingFileError(f"{text}: no shared data folder ({searched()}); {HINT}")
+        return root / text.split(":", 1)[1]
+    if text.startswith("sample:"):
+        return sample_root() / text.split(":", 1)[1]
+    return arg
+
+
 def data_relative(path: str | Path) -> str:
     """``path`` as a command line writes it independent of the current folder:
     ``shared:REL`` inside the shared data folder, ``sample:REL`` inside the bundled sample,

@@ -80,3 +80,26 @@ def test_library_rules(monkeypatch, tmp_path, shared_data):
     monkeypatch.delenv(data.ENV_VAR)
     root = data.shared_root()                        # beside the repository, or absent
     assert root is None or root.name == "data"
+
+
+@pytest.mark.parametrize("command", ["info", "convert", "retarget", "render"])
+def test_path_commands_read_shared_paths_from_another_folder(command, shared_data, tmp_path):
+    """``shared:REL`` (and ``sample:REL``) name a file in the data folder for every command
+    that takes a motion path, whatever the current folder; with an empty data folder the
+    error names the path it looked for."""
+    take = "shared:lafan1/multipleActions1_subject1.bvh"
+    args = {"info": ["info", take],
+            "convert": ["convert", take, "-o", tmp_path / "npz"],
+            "retarget": ["retarget", take, "--to", "sample:geno/geno.glb", "-o", tmp_path / "geno.npz"],
+            "render": ["render", take, "--frames", 2, "-o", tmp_path / "r.mp4"]}[command]
+    res = _kinema(*args, cwd=tmp_path, env_data=shared_data)
+    assert res.returncode == 0, res.stderr
+    if command == "info":
+        assert "multipleActions1_subject1" in res.stdout
+    else:
+        assert any(tmp_path.rglob("*.npz" if command != "render" else "*.mp4")), list(tmp_path.iterdir())
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = _kinema(*args, cwd=tmp_path, env_data=empty)
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert str(empty.resolve() / "lafan1" / "multipleActions1_subject1.bvh") in res.stderr, res.stderr

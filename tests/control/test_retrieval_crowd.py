@@ -114,3 +114,38 @@ def test_crowd_refuses_bad_settings(sample_db):
         RetrievalCrowd(MODEL, sample_db, 0)
     with pytest.raises(KinemaError, match="unknown controller mode"):
         RetrievalCrowd(MODEL, sample_db, 2, mode="dance")
+
+
+def test_drive_is_the_runtime_frame_the_springs_and_the_adjustment(sample_db, one_thread):
+    """drive(stick) equals the frame written out by hand (springs from the reset roots, their
+    prediction as the joystick, the step, the pull toward the simulation), bit for bit, for a
+    crowd of three started at different roots; the single controller's drive is character 0's
+    with one character's shapes."""
+    from kinema.control.trajectory import TrajectoryController
+    from kinema.maths import angles
+
+    rows = np.array([3, 40, 90])
+    pos = np.array([[0.5, 0.0, -1.0], [2.0, 0.0, 0.0], [-1.0, 0.0, 3.0]], np.float32)
+    facing = np.array([[0.6, 0.0, 0.8], [0.0, 0.0, 1.0], [-1.0, 0.0, 0.0]], np.float32)
+    driven = RetrievalCrowd(MODEL, sample_db, 3, start_row=rows)
+    by_hand = RetrievalCrowd(MODEL, sample_db, 3, start_row=rows)
+    driven.reset(rows, pos, facing)
+    by_hand.reset(rows, pos, facing)
+    traj = TrajectoryController(position=pos.astype(np.float64), yaw=angles.yaw(facing.astype(np.float64)), batch=3)
+    single = RetrievalController(MODEL, sample_db, start_row=3)
+    single.reset(3, pos[0], facing[0])
+    walk = np.array([True, False, True])
+    for f in range(90):
+        sticks = np.stack([np.sin([0.05 * f, 1.0, 2.0 + 0.03 * f]), np.cos([0.05 * f, 1.0, 2.0])], -1)
+        sim = driven.drive(sticks, 1 / 60, walk=walk)
+        ref = traj.update(sticks, 1 / 60, walk=walk)
+        by_hand.step(traj.predict().features(by_hand.root_pos, by_hand.root_dir))
+        by_hand.adjust_toward(ref.position, ref.direction, 1 / 60)
+        one = single.drive(sticks[0], 1 / 60, walk=True)
+        assert one.position.shape == (3,) and isinstance(one.gait, float)
+        np.testing.assert_array_equal(sim.position, ref.position)
+        np.testing.assert_array_equal(one.position, sim.position[0])
+    np.testing.assert_array_equal(driven.poses, by_hand.poses)
+    np.testing.assert_array_equal(driven.root_pos, by_hand.root_pos)
+    np.testing.assert_allclose(single.pose, driven.poses[0], rtol=0, atol=1e-5)
+    assert np.linalg.norm(driven.root_pos[1] - pos[1]) > 0.5     # the sticks moved them

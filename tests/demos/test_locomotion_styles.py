@@ -14,10 +14,10 @@ import pytest
 from demo_frames import empty_floor, figure_contrast
 
 from kinema.cli.main import main
-from kinema.control.retrieval.controller import pose_to_world
 from kinema.control.retrieval.evaluate import cached_database
 from kinema.demos import locomotion as loco
-from kinema.demos._skin import skinned_character
+from kinema.matching.database import pose_to_world
+from kinema.retargeting.skin import skinned_character
 
 W, H = 480, 270
 

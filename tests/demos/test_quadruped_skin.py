@@ -17,7 +17,7 @@ from kinema.cli.main import main
 from kinema.control.quadruped import DogController
 from kinema.render.characters import skinning_matrices
 from kinema.retargeting import WorldBinding
-from kinema.serve.clip import character_pose_world
+from kinema.retargeting.binding import character_pose_world
 
 W, H = 480, 270
 

@@ -95,9 +95,9 @@ def test_a_mirrored_pose_skins_as_the_mirror_image(shared_data):
     mesh; a pose halfway between a clip's and its mirror's rotations (an inertialized switch)
     is fitted so its bones skin where its joints are."""
     import kinema
-    from kinema.demos._skin import demo_skin
     from kinema.maths import quat
     from kinema.render.characters import mirrored_skinning, skinning_matrices
+    from kinema.retargeting.skin import character_skin
 
     walk = _walk(shared_data)
     if not (shared_data / "characters" / "lafan1_character" / "character.bin").is_file():
@@ -105,7 +105,7 @@ def test_a_mirrored_pose_skins_as_the_mirror_image(shared_data):
     m = kinema.load(walk)[200:260]
     g_rot, g_pos = m.global_rotations(), m.global_positions()
     mg_rot, mg_pos = m.mirror().global_rotations(), m.mirror().global_positions()
-    skin = demo_skin(m.skeleton, (g_rot, g_pos, m.fps))
+    skin = character_skin(m.skeleton, (g_rot, g_pos, m.fps))
     assert skin.retargeter is None and skin.source_twins is not None
     for f in (0, 30, 59):
         shown = skin.pose(g_rot[f], g_pos[f])
@@ -132,9 +132,8 @@ def test_mirrored_bandai_rows_retarget_onto_geno_standing(shared_data):
     (the locomotion demo drew it crouched, head at the floor, whenever motion matching played
     a mirrored row or the network predicted such a pose). The skin keeps the variant whose
     limbs point as the controller's do: every mirrored row stands as tall as its original."""
-    from kinema.control.retrieval.controller import pose_to_world
     from kinema.demos._skin import database_skin
-    from kinema.matching.database import build_from_paths
+    from kinema.matching.database import build_from_paths, pose_to_world
 
     clips = sorted((shared_data / "bandai_namco" / "dataset-2").glob("dataset-2_walk_normal_00*.bvh"))[:2]
     if not clips:

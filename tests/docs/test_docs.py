@@ -43,4 +43,6 @@ def test_site_builds_strict(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     assert (tmp_path / "site" / "tutorials" / "tracking" / "index.html").exists()
     api = (tmp_path / "site" / "api" / "serve" / "index.html").read_text()
-    assert "MotionViewer" in api and "character_pose_world" in api     # rendered from docstrings
+    assert "MotionViewer" in api and "ServedClip" in api     # rendered from docstrings
+    api = (tmp_path / "site" / "api" / "retargeting" / "index.html").read_text()
+    assert "character_pose_world" in api and "character_skin" in api

@@ -4,6 +4,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from kinema.data import data_path
+from kinema.io.convert import convert_all, plan
+
 HELP = "convert motion files (BVH, GLB/glTF, FBX, npz; folders recursively) to motion npz"
 
 
@@ -25,7 +28,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kinema.io.convert import convert_all, plan
     if args.jobs is not None and args.jobs < 1:
         print("kinema convert: --jobs must be at least 1", file=sys.stderr)
         return 2
@@ -34,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         if v is not None and not v > 0:
             print(f"kinema convert: --{name} must be positive", file=sys.stderr)
             return 2
-    jobs = plan(args.paths, args.out)
+    jobs = plan([data_path(p) for p in args.paths], args.out)
     if not jobs:
         print("kinema convert: no supported files found", file=sys.stderr)
         return 1

@@ -10,6 +10,8 @@ import argparse
 import json
 import time
 
+from kinema.data import expand_data_pattern
+
 HELP = "build or inspect a motion-matching database"
 
 
@@ -57,7 +59,6 @@ def _return_freed_memory() -> None:
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from kinema.data import expand_data_pattern
     from kinema.matching.config import DatabaseConfig
     from kinema.matching.database import Database, build_from_paths, expand_paths
     if args.db_command == "build":

@@ -7,6 +7,10 @@ from pathlib import Path
 
 import numpy as np
 
+from kinema.data import data_path
+from kinema.errors import MissingFileError
+from kinema.io import format_module
+
 HELP = "show a motion file's format, skeleton, frames, fps and duration"
 
 
@@ -22,8 +26,6 @@ def describe(path: str | Path, animation: str | None = None) -> dict:
     """Facts about a motion file: ``format``, ``joints`` (names), ``parents``, ``frames``,
     ``fps``, ``duration`` (seconds), ``name``, plus what the format module's optional
     ``info(path)`` adds (e.g. ``animations``, ``has_mesh``)."""
-    from kinema.errors import MissingFileError
-    from kinema.io import format_module
     path = Path(path)
     if not path.exists():
         raise MissingFileError("no such file", path)
@@ -59,7 +61,7 @@ def _tree(joints: list[str], parents: list[int]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    facts = describe(args.path, args.animation)
+    facts = describe(data_path(args.path), args.animation)
     if args.json:
         print(json.dumps(facts, default=_json_default))
         return 0

@@ -20,6 +20,8 @@ import traceback
 import warnings
 from pathlib import Path
 
+from kinema._version import __version__
+from kinema.data import ENV_VAR
 from kinema.errors import KinemaError
 
 COMMANDS = ["info", "convert", "retarget", "view", "render", "demo", "db", "train", "eval", "card", "serve"]
@@ -35,7 +37,6 @@ def _available() -> dict[str, object]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from kinema._version import __version__
     parser = argparse.ArgumentParser(prog="kinema", description="kinema: neural character animation toolkit")
     parser.add_argument("--version", action="version", version=f"kinema {__version__}")
     parser.add_argument("--debug", action="store_true", help="on an error, print the full traceback")
@@ -70,7 +71,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     if args.data is not None:
-        from kinema.data import ENV_VAR
         os.environ[ENV_VAR] = str(Path(args.data).expanduser().resolve())
     warnings.formatwarning = _one_line_warning
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from kinema.data import data_path
 from kinema.errors import KinemaError
 
 HELP = "render a motion headless (offscreen) to an MP4 or a folder of PNGs"
@@ -46,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from kinema.render import Effects, Renderer
     from kinema.render.playback import Clip
 
+    args.path, args.character = data_path(args.path), data_path(args.character)
     clip = Clip.load(args.path, args.character)
     start = max(0, int(args.start))
     if start >= clip.num_frames:

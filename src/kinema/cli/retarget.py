@@ -4,6 +4,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import kinema
+from kinema.data import data_path
+from kinema.errors import KinemaError
+
 HELP = "retarget a motion onto another skeleton or character (joints matched by body role)"
 
 CHARACTER_SUFFIXES = {".glb", ".gltf", ".fbx", ".bin"}
@@ -24,7 +28,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def load_target(path: str | Path):
     """A Character (files with a skin) or a Motion (motion files) to retarget onto."""
-    import kinema
     path = Path(path)
     if path.suffix.lower() in CHARACTER_SUFFIXES:
         character = kinema.load_character(path)
@@ -34,12 +37,11 @@ def load_target(path: str | Path):
 
 
 def run(args: argparse.Namespace) -> int:
-    import kinema
-    from kinema.errors import KinemaError
     from kinema.retargeting import retarget
 
     if args.scale is not None and not args.scale > 0:
         raise KinemaError("--scale must be positive")
+    args.source, args.to = data_path(args.source), data_path(args.to)
     options = {"scale": args.scale} if args.scale is not None and Path(args.source).suffix.lower() == ".bvh" else {}
     motion = kinema.load(args.source, **options)
     target = load_target(args.to)

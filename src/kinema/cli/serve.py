@@ -9,7 +9,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from kinema.cli.demo import demo_names, demo_parser
+from kinema.data import data_path
 from kinema.errors import KinemaError
+from kinema.serve import MotionViewer, ServedClip
 
 HELP = "serve motions or a demo to a web browser (skinned meshes, trajectories, GUI controls)"
 
@@ -33,8 +36,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def clips_for(target: str, character: str | None = None, demo_args: list[str] | None = None) -> list:
     """The :class:`~kinema.serve.ServedClip` list for a file, a folder or a demo name."""
-    from kinema.cli.demo import demo_names, demo_parser
-    from kinema.serve import ServedClip
     path = Path(target)
     if demo_args and (path.exists() or target not in demo_names()):
         raise KinemaError(f"kinema serve {target}: unknown options {' '.join(demo_args)}")
@@ -55,7 +56,6 @@ def clips_for(target: str, character: str | None = None, demo_args: list[str] | 
 
 
 def run(args: argparse.Namespace) -> int:
-    from kinema.serve import MotionViewer
     own = argparse.ArgumentParser(add_help=False)
     _serve_options(own)
     late, rest = own.parse_known_args(args.demo_args or [])
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         if value != own.get_default(name):
             setattr(args, name, value)
     args.demo_args = rest
-    clips = clips_for(args.target, args.character, args.demo_args)
+    clips = clips_for(data_path(args.target), data_path(args.character), args.demo_args)
     viewer = MotionViewer(clips, host=args.host, port=args.port, playing=not args.paused)
     print(f"kinema serve: {len(clips)} clip(s) at http://{args.host}:{viewer.port} (Ctrl-C to stop)", flush=True)
     try:

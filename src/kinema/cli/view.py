@@ -6,6 +6,8 @@ import argparse
 import sys
 
 from kinema.cli.render import add_effect_arguments, parse_size
+from kinema.data import data_path
+from kinema.errors import KinemaError
 
 HELP = ("open the motion editor on a motion file or a folder of them: clip browser, timeline, "
         "mirror, feature overlays (root, trajectories, velocities, contacts, phases), cameras, effects")
@@ -41,11 +43,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kinema.errors import KinemaError
     from kinema.render import Effects, Renderer
     from kinema.render.editor import Editor
 
     overlays = tuple(o.strip() for o in args.overlays.split(",") if o.strip())
+    args.path, args.character = data_path(args.path), data_path(args.character)
     editor = Editor(character=args.character, camera=args.camera, overlays=overlays)
     editor.open(args.path)
     if args.clip is not None:

@@ -20,6 +20,10 @@ import numpy as np
 
 from kinema.control import springs
 from kinema.errors import KinemaError
+from kinema.ik.pose import solve_pose
+
+UNLOCK_RADIUS = 0.2   # m, a locked toe lets go when the animated one is this far (Motion Matching's)
+HALFLIFE = 0.1        # s, the lock/release offsets decay with this halflife (Motion Matching's)
 
 
 @dataclass
@@ -49,8 +53,17 @@ class FootLock:
         halflife: seconds, halflife of the lock/release offsets (MM: 0.1).
     """
 
+    @classmethod
+    def for_roles(cls, parents: Sequence[int], roles: dict[str, int], unlock_radius: float = UNLOCK_RADIUS,
+                  halflife: float = HALFLIFE) -> FootLock:
+        """The lock of a biped's two feet from its body roles (``left_foot``, ``right_foot``,
+        ``left_toe``, ``right_toe``: :func:`kinema.motion.roles.find_roles`, a database's
+        ``roles``)."""
+        return cls(parents, [roles["left_foot"], roles["right_foot"]], [roles["left_toe"], roles["right_toe"]],
+                   unlock_radius, halflife)
+
     def __init__(self, parents: Sequence[int], feet: Sequence[int], toes: Sequence[int],
-                 unlock_radius: float = 0.2, halflife: float = 0.1):
+                 unlock_radius: float = UNLOCK_RADIUS, halflife: float = HALFLIFE):
         self.parents = np.asarray(parents, np.int64)
         self.feet = [int(j) for j in feet]
         self.toes = [int(j) for j in toes]
@@ -89,7 +102,6 @@ class FootLock:
             (rotations (J, 4), positions (J, 3)) of the corrected pose (the inputs when no
             toe is displaced).
         """
-        from kinema.ik.pose import solve_pose
 
         rot, pos = rotations, positions
         if rot.shape != (len(self.parents), 4) or pos.shape != (len(self.parents), 3):

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kinema.control import springs
+from kinema.control import footlock, springs
 from kinema.control.footlock import FootLock
 from kinema.control.inertialize import Inertializer, PoseState
 from kinema.control.trajectory import ControlConfig, TrajectoryController
@@ -71,8 +71,8 @@ class MatchingConfig:
     clamp_distance: float = 0.15
     clamp_angle: float = np.pi / 2
     foot_lock: bool = False
-    unlock_radius: float = 0.2
-    lock_halflife: float = 0.1
+    unlock_radius: float = footlock.UNLOCK_RADIUS
+    lock_halflife: float = footlock.HALFLIFE
 
 
 @dataclass

@@ -13,7 +13,7 @@ which is +1 when pushed down).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -123,6 +123,11 @@ class Simulation:
     def direction(self) -> np.ndarray:
         """Facing (..., 3): the rotation applied to +Z."""
         return quat.rotate(self.rotation, np.broadcast_to([0.0, 0.0, 1.0], self.position.shape))
+
+    def at(self, i: int) -> Simulation:
+        """Character ``i`` of a batched simulation, with one character's shapes (copies)."""
+        parts = {f.name: np.array(getattr(self, f.name)[i]) for f in fields(self)}
+        return Simulation(**{k: float(v) if v.ndim == 0 else v for k, v in parts.items()})
 
 
 @dataclass

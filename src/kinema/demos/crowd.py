@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from kinema.control.trajectory import TrajectoryController
+from kinema.errors import KinemaError
 
 DESCRIPTION = "a crowd: N characters on their own scripted sticks, one batched controller (metrics, MP4)"
 OUT, FRAMES, RENDER_EVERY = "out/demo_crowd", 600, 2
@@ -87,7 +88,6 @@ class CrowdProgram:
 
     def __init__(self, db, count: int, controller: str = "retrieval", checkpoint: Path = MODEL,
                  spacing: float = 2.5, seed: int = 0):
-        from kinema.errors import KinemaError
 
         if controller not in CONTROLLERS:
             raise KinemaError(f"unknown crowd controller {controller!r}; choose from {CONTROLLERS}")
@@ -104,7 +104,7 @@ class CrowdProgram:
             from kinema.control.retrieval.controller import RetrievalCrowd
             self.ctl = RetrievalCrowd(checkpoint, db, count, start_row=rows, phase=np.arange(count) % 6)
             self.ctl.reset(rows, start.astype(np.float32), facing.astype(np.float32))
-            self.traj = TrajectoryController(batch=count, position=start, yaw=yaw)
+            self.traj = self.ctl.trajectory
         else:   # the controller owns its springs
             from kinema.control.matching import MotionMatchingController
             self.ctl = MotionMatchingController(db, start_frame=rows, batch=count)
@@ -129,9 +129,7 @@ class CrowdProgram:
         t0 = time.perf_counter()
         sticks, walk = crowd_sticks(self.t, self.seeds), np.zeros(self.count, bool)
         if self.kind == "retrieval":
-            sim = self.traj.update(sticks, dt, walk=walk)
-            self.ctl.step(self.traj.predict().features(self.ctl.root_pos, self.ctl.root_dir))
-            self.ctl.adjust_toward(sim.position, sim.direction, dt)
+            sim = self.ctl.drive(sticks, dt, walk=walk)
             _, pos = self.ctl.world_pose()
             root, facing, contacts = self.ctl.root_pos.astype(np.float64), self.ctl.root_dir, self.ctl.contacts > 0.5
         else:

@@ -54,10 +54,10 @@ from pathlib import Path
 
 import numpy as np
 
+from kinema.control import footlock
 from kinema.control.footlock import FootLock
 from kinema.control.styles import DEFAULT_STYLES, StyleLibrary, StylePlayer, style_gait_features
 from kinema.control.styles import FPS as STYLE_FPS
-from kinema.control.trajectory import TrajectoryController
 from kinema.data import shared_path
 from kinema.demos._skin import database_skin, frame_record, style_skin
 from kinema.engine import stick
@@ -102,10 +102,6 @@ def pick_models(args) -> tuple[Path, Path | None]:
         raise KinemaError(f"{model}: model not found (train it with `kinema train configs/...` or pass --checkpoint)")
     base = MODEL_DIR / names[1]
     return model, base if base.is_file() else None
-
-
-FOOT_LOCK_UNLOCK_RADIUS = 0.2   # m, a locked toe lets go when the animated one is this far (MM)
-FOOT_LOCK_HALFLIFE = 0.1        # s, lock/release offsets decay with this halflife (MM)
 
 
 def bandai_available() -> bool:
@@ -185,7 +181,7 @@ class Locomotion:
         controller: the :class:`RetrievalController` (modes retrieval / no_retrieval / matching).
         script: stick as a function of time (headless) or None (read the gamepad/keyboard).
         walk: walk speeds (else run). adjust: pull the root toward the simulation object.
-        character: the :class:`~kinema.demos._skin.Skin` drawn for the controller's skeleton, or None (procedural body).
+        character: the :class:`~kinema.retargeting.skin.Skin` drawn for the controller's skeleton, or None (procedural body).
         styles: a :class:`StyleDriver` for the ``styles`` mode, or None when unavailable.
         style_schedule: headless: style as a function of the frame index, or None.
         foot_lock: lock the toes of the drawn (and measured) pose of every controller mode
@@ -201,14 +197,10 @@ class Locomotion:
         self.character, self.styles, self.style_schedule = character, styles, style_schedule
         self.styling = False
         self.view = None                      # the camera framing the character (first drawn frame)
-        self.traj = TrajectoryController()
         self.t = 0.0
         self.frame = 0
         self.log: list[tuple] = []
-        roles = controller.db.roles
-        self.lock = FootLock(controller.db.parents, [roles["left_foot"], roles["right_foot"]],
-                             [roles["left_toe"], roles["right_toe"]],
-                             FOOT_LOCK_UNLOCK_RADIUS, FOOT_LOCK_HALFLIFE) if foot_lock else None
+        self.lock = FootLock.for_roles(controller.db.parents, controller.db.roles) if foot_lock else None
         self.shown: tuple[np.ndarray, np.ndarray] | None = None   # world (rotations, positions) drawn
 
     @property
@@ -245,7 +237,6 @@ class Locomotion:
         if self.styles is not None:
             self.styles.place(*self.ctl.root)
             self.styles.poses, self.styles.shown = [], []
-        self.traj = TrajectoryController()
         self.t = 0.0
         self.frame = 0
         self.log = []
@@ -273,25 +264,28 @@ class Locomotion:
             walk = not ({"left_shift", "right_shift"} & set(inp.keys_down) or "rb" in inp.gamepad_buttons)
         self.step(s, dt, walk)
 
+    @property
+    def traj(self):
+        """The simulation object's springs: the controller's own (they live on across mode
+        switches and start anew with the controller's reset)."""
+        return self.ctl.trajectory
+
     def step(self, s: np.ndarray, dt: float, walk: bool) -> None:
-        sim = self.traj.update(s, dt, walk=walk)
         t0 = time.perf_counter()
         if self.styling:
+            sim = self.traj.update(np.asarray(s, np.float64).reshape(1, 2), dt, walk=walk).at(0)
             if self.style_schedule is not None:
                 self.styles.set_style(self.style_schedule(self.frame))
             self.styles.step(sim.direction, dt)
             cost = time.perf_counter() - t0
             root_pos, root_dir = self.styles.root
-            sim.position = root_pos.astype(np.float64)   # the style sets the pace: the simulation follows
+            # the style sets the pace: the simulation follows
+            self.traj.sim.position[0] = sim.position = root_pos.astype(np.float64)
             joints = self.styles.joint_positions().copy()
             lock_cost = 0.0
         else:
-            root_pos, root_dir = self.ctl.root
-            control = self.traj.predict().features(root_pos, root_dir)
-            self.ctl.step(control)
+            sim = self.ctl.drive(s, dt, walk=walk, adjust=self.adjust)
             cost = time.perf_counter() - t0
-            if self.adjust:
-                self.ctl.adjust_toward(sim.position, sim.direction, dt)
             root_pos, root_dir = self.ctl.root
             t0 = time.perf_counter()
             self.shown = self.pose()
@@ -334,9 +328,9 @@ class Locomotion:
                 renderer.draw_character(self.character.character, *self.character.pose(rot, pos))
             else:
                 renderer.draw_body(pos, self.ctl.db.parents)
-        pred = self.traj.predict()
-        renderer.debug.trajectory(np.vstack([self.traj.sim.position[None], pred.positions]),
-                                  np.vstack([self.traj.sim.direction[None], pred.directions]))
+        pred, sim = self.traj.predict(), self.traj.sim.at(0)
+        renderer.debug.trajectory(np.vstack([sim.position[None], pred.positions[0]]),
+                                  np.vstack([sim.direction[None], pred.directions[0]]))
         from kinema.render.camera import frame_subject  # a renderer exists: raylib is there
         self.view = frame_subject(renderer, self.view, joints if self.styling else pos)
 
@@ -535,8 +529,8 @@ def summary(args: argparse.Namespace, runs: dict[str, dict]) -> dict:
     out = {"checkpoint": args.checkpoint, "baseline": args.baseline,
            "root_adjustment": None if args.no_adjust else {"halflife_s": controller.ADJUST_HALFLIFE,
                                                              "clamp_m": controller.ADJUST_CLAMP},
-           "foot_lock": None if args.no_foot_lock else {"unlock_radius_m": FOOT_LOCK_UNLOCK_RADIUS,
-                                                          "halflife_s": FOOT_LOCK_HALFLIFE},
+           "foot_lock": None if args.no_foot_lock else {"unlock_radius_m": footlock.UNLOCK_RADIUS,
+                                                          "halflife_s": footlock.HALFLIFE},
            "database": args.database, "frames": args.frames, "track": TRACK,
            "character": "skinned" if args.skinned else None, "character_file": args.character_file,
            "retargeted": args.retargeted, "controllers": runs}

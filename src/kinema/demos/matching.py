@@ -28,10 +28,12 @@ from pathlib import Path
 import numpy as np
 
 from kinema.control.matching import MatchingConfig, MotionMatchingController
-from kinema.demos._skin import NO_SKIN, Skin, database_skin, frame_record
+from kinema.data import require_path
+from kinema.demos._skin import database_skin, frame_record
 from kinema.engine import Actor, Component, ScriptedInput, stick
 from kinema.motion import Skeleton
 from kinema.motion.kinematics import inverse
+from kinema.retargeting.skin import NO_SKIN, Skin
 
 DESCRIPTION = "motion matching: stick -> springs -> exact search -> inertialized playback (metrics, MP4)"
 OUT, FRAMES, RENDER_EVERY = "out/demo_matching", 1200, 2
@@ -153,7 +155,6 @@ def _database(args):
         return Database.load(args.db)
     paths = args.data
     if not paths:
-        from kinema.data import require_path
         lafan = require_path("lafan1", what="the LaFAN1 takes (no --db or --data given)")
         paths = [lafan]
     from dataclasses import replace

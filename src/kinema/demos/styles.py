@@ -6,7 +6,7 @@ gait features (:func:`kinema.control.styles.style_gait_features`: speed, cadence
 length, head height and lean, arm swing); in a window keys 1-9 pick the style.
 
 Drawing: the shared data has no character of the Bandai skeleton, so the walker is the
-bundled Geno (or ``--character``), retargeted pose by pose (:func:`kinema.demos._skin.demo_skin`);
+bundled Geno (or ``--character``), retargeted pose by pose (:func:`kinema.retargeting.skin.character_skin`);
 the procedural body only when retargeting is impossible (with a warning). ``metrics.json``
 names the character and, per rendered frame, where it was drawn.
 """
@@ -19,7 +19,11 @@ from pathlib import Path
 import numpy as np
 
 from kinema.control.styles import DEFAULT_STYLES, FPS, StyleLibrary, StylePlayer, style_gait_features
-from kinema.demos._skin import NO_SKIN, Skin, frame_record, style_skin
+from kinema.demos._skin import frame_record, style_skin
+from kinema.engine import stick
+from kinema.motion import Motion
+from kinema.retargeting.skin import NO_SKIN, Skin
+from kinema.serve import LiveClip, ServedClip
 
 DESCRIPTION = "styles: a Bandai biped switching walking styles live (normal, angry, old, proud, tired...)"
 OUT, FRAMES = "out/demo_styles", 600
@@ -62,7 +66,6 @@ class StyleProgram:
             for i, style in enumerate(styles[:9]):
                 if names[i] in inp.keys_pressed or str(i + 1) in inp.keys_pressed:
                     self.player.set_style(style)
-            from kinema.engine import stick
             s = stick(inp)
             if np.hypot(*s) > 0.3:
                 self.heading = math.atan2(s[0], s[1])
@@ -132,7 +135,6 @@ def report(m: dict) -> str:
 def live_styles(library: StyleLibrary, style: str):
     """A :class:`kinema.serve.LiveClip` walking (straight on, or turning to a heading) whose style and
     heading are chosen in the browser (a style dropdown, a heading slider in degrees)."""
-    from kinema.serve import LiveClip
 
     class LiveStyles(LiveClip):
         def __init__(self) -> None:
@@ -155,8 +157,6 @@ def live_styles(library: StyleLibrary, style: str):
 def served_clips(args: argparse.Namespace) -> list:
     """``kinema serve styles``: a live walker whose style is picked in the page, then one
     recorded clip that switches through every style."""
-    from kinema.motion import Motion
-    from kinema.serve import ServedClip
     styles = [s for s in args.styles.split(",") if s]
     library = StyleLibrary.load(styles)
     player = StylePlayer(library, styles[0])

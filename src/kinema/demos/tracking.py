@@ -24,9 +24,8 @@ import kinema.io
 from kinema.control import tracking as tp
 from kinema.data import optional_path, require_path, sample_path
 from kinema.motion import Motion
-from kinema.retargeting import fit
+from kinema.retargeting import character_pose, fit
 from kinema.serve import ServedClip
-from kinema.serve.clip import character_pose
 
 DESCRIPTION = "three-point tracking: full body from head + wrists (held-out LaFAN1, learned MLP)"
 OUT, FRAMES, FPS = "out/demo_tracking", 300, tp.FPS

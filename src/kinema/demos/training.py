@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 import kinema.io
+from kinema.data import optional_path, sample_path
 
 DESCRIPTION = "a network learns to anticipate future motion on real mocap, live"
 OUT, FRAMES, FPS, RENDER_EVERY = "out/demo_training", 1200, 30.0, 100
@@ -42,7 +43,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def default_clip() -> Path:
     """LaFAN1 walk from the shared data when present, else the bundled CMU walk."""
-    from kinema.data import optional_path, sample_path
     return (optional_path("lafan1", "walk4_subject1.bvh", what="the LaFAN1 walk",
                           instead="the bundled CMU walk (cmu/02_01.bvh)") or sample_path("cmu", "02_01.bvh"))
 

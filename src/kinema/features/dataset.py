@@ -30,7 +30,7 @@ from kinema.features.contacts import contacts as contact_labels
 from kinema.features.contacts import local_phases
 from kinema.features.normalisation import Normaliser
 from kinema.features.root import JointRef, RootConfig, compute_root, finite_difference, resolve_joint, yaw_rotate
-from kinema.features.trajectory import TimeSeries, quat_to_sixd, sample_indices, sixd_to_root_space
+from kinema.features.trajectory import TimeSeries, mirror_sixd, mirror_vectors, quat_to_sixd, sample_indices, sixd_to_root_space
 
 FORMAT_VERSION = 1
 GROUPS = ("root_positions", "root_directions", "root_velocities", "joint_positions", "joint_rotations",
@@ -434,7 +434,6 @@ class FeatureDataset:
         return {name: out[name].reshape(b, -1).astype(np.float32, copy=False) for name in GROUPS}
 
     def _mirror(self, out: dict[str, np.ndarray], which: np.ndarray) -> dict[str, np.ndarray]:
-        from kinema.features.trajectory import mirror_sixd, mirror_vectors
         jm = self.meta.get("mirror_map")
         full = self.meta.get("skeleton_mirror_map")
         if jm is None or full is None:

@@ -30,7 +30,7 @@ from kinema.io.bvh_parse import BvhData, read
 from kinema.io.validate import RENORMALISE_ABOVE, check_motion
 from kinema.limits import DEFAULT, Limits
 from kinema.maths import quat
-from kinema.motion import Motion, Skeleton
+from kinema.motion import Motion, Skeleton, kinematics
 
 DEFAULT_SCALE = 0.01
 # A skeleton whose longest root-to-leaf chain of OFFSETs is shorter than this many file
@@ -139,7 +139,6 @@ def guess_scale(data: BvhData, first_pose_height: float | None = None) -> float:
 
 def _first_pose_height(data: BvhData, rot0: np.ndarray, pos_joint, pos_axis, pos_col) -> float:
     """Vertical extent (file units) of the joints in the first frame."""
-    from kinema.motion import kinematics
     if data.values.shape[0] == 0:
         return float("nan")
     local = data.offsets.astype(np.float64)          # a copy

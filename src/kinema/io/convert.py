@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kinema.errors import KinemaError, MissingFileError, UnsupportedFormatError
+from kinema.io import FORMATS, format_module, npz
+from kinema.motion import Motion, Skeleton
 
 
 @dataclass
@@ -67,7 +69,6 @@ class Summary:
 
 
 def supported_suffixes() -> set[str]:
-    from kinema.io import FORMATS
     return set(FORMATS)
 
 
@@ -159,7 +160,6 @@ def load_for_convert(module, path: Path, animation: str | None, fps: float | Non
 
 def scaled(motion, factor: float):
     """``motion`` with every length (offsets, translations) multiplied by ``factor``."""
-    from kinema.motion import Motion, Skeleton
     sk = motion.skeleton
     meta = dict(motion.metadata)
     meta["scale_applied"] = float(factor) * float(meta.get("scale_applied", 1.0))
@@ -183,7 +183,6 @@ def convert_file(job: Job, fps: float | None = None, scale: float | None = None,
     With ``force=False`` a file whose outputs are all newer than it is skipped
     (``Result.skipped``), so a re-run of an interrupted batch resumes.
     """
-    from kinema.io import format_module, npz
     t0 = time.perf_counter()
     result = Result(str(job.source))
     try:

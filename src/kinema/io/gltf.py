@@ -27,6 +27,7 @@ from kinema.errors import FormatError, KinemaError, LimitError
 from kinema.io import gltf_document as gd
 from kinema.io import scene_graph as sg
 from kinema.io.character import Character, Mesh
+from kinema.io.gltf_export import save_glb
 from kinema.io.skinning import pack_influences, transform_normals, transform_points
 from kinema.io.validate import check_character, check_motion, check_motion_size
 from kinema.limits import DEFAULT, Limits
@@ -570,5 +571,4 @@ def save(motion: Motion, path: str | Path, character: Character | None = None,
          motions: list[Motion] | None = None) -> None:
     """Write ``motion`` (plus any further ``motions`` on the same skeleton) as a GLB, with
     ``character``'s skinned meshes when given (see :func:`kinema.io.gltf_export.save_glb`)."""
-    from kinema.io.gltf_export import save_glb
     save_glb(path, motion.skeleton, [motion, *(motions or [])], character=character)

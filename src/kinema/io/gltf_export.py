@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from kinema.errors import KinemaError
+from kinema.io import atomic
 from kinema.io import scene_graph as sg
 from kinema.io.character import Character
 from kinema.motion import Motion, Skeleton, kinematics
@@ -169,7 +170,6 @@ def save_glb(path: str | Path, skeleton: Skeleton, motions: list[Motion] = (),
 
     The write is atomic (:mod:`kinema.io.atomic`): a killed process leaves the previous
     file or none, never a truncated GLB under ``path``."""
-    from kinema.io import atomic
 
     path = Path(path)
     gltf = build_glb(skeleton, motions, character)

@@ -35,11 +35,11 @@ from pathlib import Path
 
 import numpy as np
 
-from kinema.errors import FormatError, KinemaError, MissingFileError
+from kinema.errors import FormatError, KinemaError, MissingFileError, SkeletonError
 from kinema.io import atomic
 from kinema.io.validate import check_fps, check_motion, check_npz_members, finite_float32, parse_json
 from kinema.limits import DEFAULT, Limits
-from kinema.motion import Motion, Skeleton
+from kinema.motion import Motion, Skeleton, kinematics
 
 FORMAT = "kinema.motion"
 FORMAT_VERSION = 1
@@ -203,7 +203,6 @@ def _scalar_str(z, key: str, default: str = "") -> str:
 
 
 def _skeleton(names, parents, offsets, path) -> Skeleton:
-    from kinema.errors import SkeletonError
     try:
         return Skeleton([str(n) for n in names], parents, offsets)
     except SkeletonError as exc:
@@ -240,7 +239,6 @@ def _load_kinema(z, path: Path, name: str | None, limits: Limits = DEFAULT) -> M
 
 
 def _load_ai4animation(z, path: Path, name: str | None, limits: Limits = DEFAULT) -> Motion:
-    from kinema.motion import kinematics
     names = _array(z, "bone_names", path, None, (None,))
     if names.dtype.kind not in "US":
         raise FormatError(f"key 'bone_names' must hold strings, has dtype {names.dtype}", path)

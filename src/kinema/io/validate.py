@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kinema.errors import FormatError, KinemaError, LimitError
+from kinema.errors import FormatError, KinemaError, LimitError, MissingFileError
 from kinema.limits import DEFAULT, Limits
 
 # |norm - 1| below this is rounding (normalised on load); above it the data is not a rotation.
@@ -205,7 +205,6 @@ def check_npz_members(path, limits: Limits = DEFAULT) -> dict[str, tuple[tuple[i
     import zipfile
     import zlib
 
-    from kinema.errors import MissingFileError
 
     out: dict[str, tuple[tuple[int, ...], str]] = {}
     try:

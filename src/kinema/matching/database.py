@@ -55,11 +55,14 @@ from kinema.features.root import (
     vectors_to_root_space,
 )
 from kinema.features.trajectory import quat_to_sixd, root_trajectory
+from kinema.io import FORMATS
+from kinema.io.atomic import open_atomic
 from kinema.io.validate import check_fps, check_npz_members, parse_json
 from kinema.limits import DEFAULT, Limits
 from kinema.matching.config import DatabaseConfig
 from kinema.matching.features import FeatureInputs, FeatureSet, biped_features
 from kinema.matching.search import Exclusion, SearchIndex
+from kinema.maths import angles, quat
 
 FORMAT_VERSION = 1
 BUILDER_VERSION = 1  # bump when the build algorithm changes what a config produces
@@ -106,6 +109,23 @@ def pose_layout(num_joints: int) -> list[tuple[str, int, int]]:
         out.append((name, start, start + width))
         start += width
     return out
+
+
+def pose_to_world(pose: np.ndarray, num_joints: int, root_position, root_direction
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """World (rotations (..., J, 4) w,x,y,z, positions (..., J, 3) metres) of database pose
+    vectors (..., P) (root-space layout of :func:`pose_layout`)
+    placed at the roots ``root_position`` (..., 3) facing the floor directions
+    ``root_direction`` (..., 3)."""
+    layout = {name: (a, b) for name, a, b in pose_layout(num_joints)}
+    lead = np.shape(pose)[:-1]
+    a, b = layout["joint_rotations_6d"]
+    local = quat.from_6d(np.asarray(pose[..., a:b], np.float64).reshape(lead + (-1, 6)))
+    a, b = layout["joint_positions"]
+    ry = angles.yaw_quaternion(angles.yaw(np.asarray(root_direction, np.float64)))[..., None, :]
+    pos = quat.rotate(ry, np.asarray(pose[..., a:b], np.float64).reshape(lead + (-1, 3))) \
+        + np.asarray(root_position, np.float64)[..., None, :]
+    return quat.mul(ry, local).astype(np.float32), pos.astype(np.float32)
 
 
 def clip_rows(motion, config: DatabaseConfig) -> dict[str, np.ndarray]:
@@ -332,7 +352,6 @@ class Database:
 
     def save(self, path: str | Path) -> Path:
         """Write ``path`` (.npz, no pickle) atomically; returns the path."""
-        from kinema.io.atomic import open_atomic
         path = Path(path)
         arrays = {k: np.ascontiguousarray(v) for k, v in self._arrays().items()}
         meta = {
@@ -606,7 +625,6 @@ def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
     each, in one canonical order (sorted by path, so a shell glob, a folder and a list of the
     same files build the same database and fingerprint); raises FileNotFoundError naming a
     missing path."""
-    from kinema.io import FORMATS
     out: list[Path] = []
     for p in paths:
         p = Path(p)

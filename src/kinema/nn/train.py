@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from kinema.errors import CheckpointError, KinemaError
 from kinema.nn.checkpoint import load_checkpoint, save_checkpoint, unwrap
 
 LossFn = Callable[[nn.Module, Sequence[torch.Tensor]], tuple[torch.Tensor, dict[str, torch.Tensor]]]
@@ -154,7 +155,6 @@ class Trainer:
             try:
                 from torch.utils.tensorboard import SummaryWriter  # optional dependency
             except ImportError as e:
-                from kinema.errors import KinemaError
                 raise KinemaError("tensorboard=True needs the tensorboard package "
                                   "(pip install tensorboard)") from e
             self._writer = SummaryWriter(str(self.out_dir / "tensorboard"))
@@ -324,7 +324,6 @@ class Trainer:
         ``overrides`` replace config fields (e.g. ``epochs`` to train longer)."""
         model, meta = load_checkpoint(path, map_location=device)
         if "training_state" not in meta:
-            from kinema.errors import CheckpointError
             raise CheckpointError(f"{path}: checkpoint holds no training state to resume from")
         config = TrainConfig.from_dict({**(meta.get("config") or {}), **overrides})
         keep = {k: meta[k] for k in ("normalisation", "loss_weights", "fingerprint") if meta.get(k) is not None}

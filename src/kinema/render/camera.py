@@ -13,6 +13,7 @@ import numpy as np
 
 from kinema.engine.protocols import InputFrame
 from kinema.maths import angles
+from kinema.motion.extent import figure_size, with_body
 
 MODES = ("orbit", "follow", "fixed", "free")
 
@@ -336,7 +337,6 @@ class SubjectCamera:
     def bounds(*figures) -> tuple[np.ndarray, np.ndarray]:
         """(lo (3,), hi (3,)) of the body joints of ``figures`` (each (..., J, 3) world
         positions, metres)."""
-        from kinema.motion.extent import with_body
 
         pts = []
         for f in figures:
@@ -352,7 +352,6 @@ class SubjectCamera:
         :class:`CameraRig`; anything without ``set_focus`` is left alone); ``box`` (3,): the
         sides (m) to size the camera from instead of the joints' bounds (a character's
         mesh, which reaches past its joints). Returns the focus (3,)."""
-        from kinema.motion.extent import figure_size
 
         lo, hi = self.bounds(*figures)
         focus = (lo + hi) / 2.0

@@ -11,6 +11,7 @@ import numpy as np
 from kinema.errors import KinemaError
 from kinema.io.character import Character
 from kinema.maths import quat
+from kinema.motion import kinematics
 from kinema.render import gl
 
 MAX_BONES = 256
@@ -185,7 +186,6 @@ def pose_from_motion(character: Character, motion, frames) -> tuple[np.ndarray, 
     Returns:
         (global rotations (..., J, 4), global positions (..., J, 3)) for the character's joints.
     """
-    from kinema.motion import kinematics
 
     names = character.skeleton.names
     index = {n: i for i, n in enumerate(motion.skeleton.names)}

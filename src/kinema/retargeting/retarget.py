@@ -24,9 +24,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.ndimage import gaussian_filter1d, maximum_filter1d
 
-from kinema.errors import KinemaError
+from kinema.errors import KinemaError, SkeletonError
 from kinema.features.contacts import contacts
 from kinema.ik.pose import solve_pose
+from kinema.io.character import Character
 from kinema.maths import quat
 from kinema.motion import Motion, Skeleton, kinematics
 from kinema.motion.roles import ancestors, find_roles
@@ -68,7 +69,6 @@ def as_rig(target) -> Rig:
     """A :class:`Rig` from a :class:`~kinema.io.character.Character` (its bind pose), a
     :class:`~kinema.motion.Motion` (its frames) or a :class:`~kinema.motion.Skeleton`
     (its zero-rotation pose, which must then be a real body pose)."""
-    from kinema.io.character import Character
     if isinstance(target, Rig):
         return target
     if isinstance(target, Character):
@@ -416,7 +416,6 @@ def fit(motion: Motion, character) -> Motion:
     body joints (:func:`find_roles`) all appear in the motion under the same names (the same
     skeleton family), else :func:`retarget`-ed onto the character. Characters that are no
     humanoid kinema knows (a fox, a dog) get the motion unchanged."""
-    from kinema.errors import SkeletonError
     try:
         roles = find_roles(character.skeleton)
     except SkeletonError:

@@ -12,9 +12,8 @@ from pathlib import Path
 import numpy as np
 
 import kinema.io
-from kinema.errors import KinemaError
 from kinema.maths import quat
-from kinema.motion import kinematics
+from kinema.retargeting.binding import character_pose
 
 
 def bind_world(character) -> tuple[np.ndarray, np.ndarray]:
@@ -46,58 +45,6 @@ def dense_weights(joints: np.ndarray, weights: np.ndarray, num_joints: int) -> n
     np.add.at(out, (np.repeat(np.arange(v), joints.shape[1]), joints.ravel()),
               np.asarray(weights, np.float32).ravel())
     return out
-
-
-def character_pose(character, motion) -> tuple[np.ndarray, np.ndarray]:
-    """World pose of ``character``'s joints driven by ``motion`` (joints matched by name;
-    the character's other joints keep their bind local transform).
-
-    Returns:
-        (rotations (F, J, 4), positions (F, J, 3)) float32 for the character's joints.
-    """
-    names = character.skeleton.names
-    index = {n: i for i, n in enumerate(motion.skeleton.names)}
-    src = np.array([index.get(n, -1) for n in names])
-    if not (src >= 0).any():
-        raise KinemaError(f"motion {motion.name!r} shares no joint names with character {character.name!r}")
-    f = motion.num_frames
-    rot = np.broadcast_to(character.bind_rotations.astype(np.float32), (f, len(names), 4)).copy()
-    pos = np.broadcast_to(character.bind_positions.astype(np.float32), (f, len(names), 3)).copy()
-    have = src >= 0
-    rot[:, have] = motion.rotations[:, src[have]]
-    pos[:, have] = motion.positions[:, src[have]]
-    g_rot, g_pos = kinematics.forward(rot, pos, character.skeleton.parents)
-    return np.asarray(g_rot, np.float32), np.asarray(g_pos, np.float32)
-
-
-def character_pose_world(character, names, g_rot: np.ndarray, g_pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """World pose of ``character`` taking each joint's *world* transform from a pose with joint
-    ``names`` (rotations (F, J, 4), positions (F, J, 3)); joints the pose lacks (end sites)
-    follow their parent with their bind local transform.
-
-    Right only where the character's joint frames are the motion's (the LaFAN1 character
-    and its BVHs); :class:`kinema.retargeting.WorldBinding` also fits frames that differ and
-    a character that is its skeleton's mirror image (the AI4AnimationPy dog and the MANN BVH)."""
-    index = {n: i for i, n in enumerate(names)}
-    g_rot, g_pos = np.asarray(g_rot, np.float64), np.asarray(g_pos, np.float64)
-    f, parents = g_rot.shape[0], np.asarray(character.skeleton.parents)
-    jn = character.skeleton.num_joints
-    rot, pos = np.zeros((f, jn, 4)), np.zeros((f, jn, 3))
-    if not any(n in index for n in character.skeleton.names):
-        raise KinemaError(f"pose shares no joint names with character {character.name!r}")
-    for j, name in enumerate(character.skeleton.names):
-        if name in index:
-            rot[:, j], pos[:, j] = g_rot[:, index[name]], g_pos[:, index[name]]
-        else:
-            p = parents[j]
-            lr = np.broadcast_to(character.bind_rotations[j].astype(np.float64), (f, 4))
-            lp = np.broadcast_to(character.bind_positions[j].astype(np.float64), (f, 3))
-            if p < 0:
-                rot[:, j], pos[:, j] = lr, lp
-            else:
-                rot[:, j] = quat.mul(rot[:, p], lr)
-                pos[:, j] = pos[:, p] + quat.rotate(rot[:, p], lp)
-    return rot.astype(np.float32), pos.astype(np.float32)
 
 
 @dataclass

@@ -17,6 +17,11 @@ switched live:
 
 The joystick is the 12-d trajectory request relative to the character's root
 (:meth:`kinema.control.trajectory.Prediction.features` gives it from a gamepad).
+:meth:`RetrievalCrowd.drive` is the whole runtime frame from sticks, as the demos, the
+scenarios and the benchmarks run it: the crowd's own trajectory springs
+(``trajectory``, a batched :class:`~kinema.control.trajectory.TrajectoryController`) take
+the sticks, their prediction relative to each root is the joystick, the network steps, and
+each root is pulled toward its simulation object (:meth:`RetrievalCrowd.adjust_toward`).
 
 A crowd may stagger its searches: character i refreshes its candidates on the frames where
 ``(frame + phase[i]) % refresh == 0`` (``phase`` 0 for all: every character searches on the
@@ -34,33 +39,17 @@ from kinema.control.retrieval.metrics import floor_height, joint_positions
 from kinema.control.retrieval.pose import rigid_pose
 from kinema.control.retrieval.rollout import CandidateStream, RootMover, query
 from kinema.control.retrieval.sequences import Retriever
+from kinema.control.trajectory import ControlConfig, Simulation, TrajectoryController
 from kinema.errors import KinemaError
 from kinema.features.normalisation import Normaliser
 from kinema.features.root import yaw_rotate
-from kinema.matching.database import Database, pose_layout
-from kinema.maths import angles, quat
+from kinema.matching.database import Database, pose_to_world
+from kinema.maths import angles
 from kinema.nn.checkpoint import load_checkpoint
 
 MODES = ("retrieval", "no_retrieval", "matching")
 ADJUST_HALFLIFE = 0.2   # s, position and facing pulled toward the simulation object
 ADJUST_CLAMP = 0.5      # m, the root never lags the simulation object by more
-
-
-def pose_to_world(pose: np.ndarray, num_joints: int, root_position, root_direction
-                  ) -> tuple[np.ndarray, np.ndarray]:
-    """World (rotations (..., J, 4) w,x,y,z, positions (..., J, 3) metres) of database pose
-    vectors (..., P) (root-space layout of :func:`kinema.matching.database.pose_layout`)
-    placed at the roots ``root_position`` (..., 3) facing the floor directions
-    ``root_direction`` (..., 3)."""
-    layout = {name: (a, b) for name, a, b in pose_layout(num_joints)}
-    lead = np.shape(pose)[:-1]
-    a, b = layout["joint_rotations_6d"]
-    local = quat.from_6d(np.asarray(pose[..., a:b], np.float64).reshape(lead + (-1, 6)))
-    a, b = layout["joint_positions"]
-    ry = angles.yaw_quaternion(angles.yaw(np.asarray(root_direction, np.float64)))[..., None, :]
-    pos = quat.rotate(ry, np.asarray(pose[..., a:b], np.float64).reshape(lead + (-1, 3))) \
-        + np.asarray(root_position, np.float64)[..., None, :]
-    return quat.mul(ry, local).astype(np.float32), pos.astype(np.float32)
 
 
 def trained_planted(meta: dict) -> bool:
@@ -87,14 +76,17 @@ class RetrievalCrowd:
             :func:`kinema.control.retrieval.metrics.floor_height`), after the pose's own
             root motion; False: the pose's root motion alone; None: as the checkpoint was
             trained (its ``train.planted``).
+        control: the trajectory springs' speeds and halflives (None: the defaults).
 
     State (numpy, one row per character): ``poses`` (B, P) raw pose vectors, ``root_pos``
-    and ``root_dir`` (B, 3) float32 roots on the floor, ``contacts`` (B, 2) toe contacts.
+    and ``root_dir`` (B, 3) float32 roots on the floor, ``contacts`` (B, 2) toe contacts;
+    ``trajectory`` the springs :meth:`drive` steps (started at each root by :meth:`reset`).
     """
 
     def __init__(self, checkpoint: str | Path, db: Database, batch: int = 1, baseline: str | Path | None = None,
                  start_row: int | np.ndarray = 0, mode: str = "retrieval", rigid: bool = True,
-                 phase: np.ndarray | None = None, planted: bool | None = None):
+                 phase: np.ndarray | None = None, planted: bool | None = None,
+                 control: ControlConfig | None = None):
         if batch < 1:
             raise KinemaError(f"a crowd needs at least one character, got batch={batch}")
         self.model, meta = load_checkpoint(checkpoint)
@@ -114,13 +106,15 @@ class RetrievalCrowd:
         self.mode = mode
         self.rigid = rigid
         self.planted = floor_height(db) if (trained_planted(meta) if planted is None else planted) else None
+        self.control = control
         self.reset(start_row, phase=phase)
 
     def reset(self, row: int | np.ndarray = 0, position=(0.0, 0.0, 0.0), direction=(0.0, 0.0, 1.0),
               phase: np.ndarray | None = None) -> None:
         """Put every character in database row ``row``'s pose (int or (B,)) at a root on the
         floor: ``position`` and ``direction`` (3,) for all or (B, 3) each; ``phase`` (B,)
-        search offsets (None keeps the current ones, 0 at construction)."""
+        search offsets (None keeps the current ones, 0 at construction). The trajectory
+        springs start at rest at the roots."""
         b = self.batch
         rows = np.broadcast_to(np.asarray(row, np.int64), (b,))
         self.poses = self.db.pose[rows].copy()
@@ -139,6 +133,8 @@ class RetrievalCrowd:
         self.contacts = np.zeros((b, 2), np.float32)
         self.mover = RootMover(self.db, self.planted)
         self.mover.start(self.poses, self.root_pos, self.root_dir)
+        self.trajectory = TrajectoryController(self.control, self.root_pos.astype(np.float64),
+                                               angles.yaw(self.root_dir.astype(np.float64)), batch=b)
 
     def set_mode(self, mode: str) -> None:
         if mode not in MODES:
@@ -188,6 +184,19 @@ class RetrievalCrowd:
         self.frame += 1
         return new
 
+    def drive(self, sticks: np.ndarray, dt: float, walk: bool | np.ndarray = False, adjust: bool = True
+              ) -> Simulation:
+        """One runtime frame of ``dt`` seconds from sticks (B, 2) (dead-zoned; +y forward):
+        the trajectory springs advance (``walk``: walk speeds, a bool or (B,)), their
+        prediction relative to each character's root is its joystick for :meth:`step`, and
+        with ``adjust`` each root is pulled toward its simulation object
+        (:meth:`adjust_toward`). Returns the springs' simulation (batched shapes)."""
+        sim = self.trajectory.update(np.asarray(sticks, np.float64).reshape(self.batch, 2), dt, walk=walk)
+        self.step(self.trajectory.predict().features(self.root_pos, self.root_dir))
+        if adjust:
+            self.adjust_toward(sim.position, sim.direction, dt)
+        return sim
+
     def adjust_toward(self, position: np.ndarray, direction: np.ndarray, dt: float) -> None:
         """Motion Matching's adjustment and clamping (NOTES.md 1.5): each character's root
         moves toward its simulation object at ``position`` (B, 3) with a damper of
@@ -226,9 +235,9 @@ class RetrievalController:
 
     def __init__(self, checkpoint: str | Path, db: Database, baseline: str | Path | None = None,
                  start_row: int = 0, mode: str = "retrieval", rigid: bool = True, phase: int = 0,
-                 planted: bool | None = None):
+                 planted: bool | None = None, control: ControlConfig | None = None):
         self.crowd = RetrievalCrowd(checkpoint, db, 1, baseline, start_row, mode, rigid, phase=np.array([phase]),
-                                    planted=planted)
+                                    planted=planted, control=control)
 
     def __getattr__(self, name: str):
         # model, base, db, norm, retriever, mode, rigid, state, base_state, frame, stream: the crowd's
@@ -275,6 +284,11 @@ class RetrievalController:
         """Advance one frame (1/60 s) with the joystick ``control`` (12,); returns the raw
         pose vector (P,)."""
         return self.crowd.step(np.asarray(control, np.float32).reshape(1, 12))[0]
+
+    def drive(self, stick: np.ndarray, dt: float, walk: bool = False, adjust: bool = True) -> Simulation:
+        """:meth:`RetrievalCrowd.drive` for this character's ``stick`` (2,); returns its
+        simulation object (one character's shapes)."""
+        return self.crowd.drive(np.asarray(stick, np.float64).reshape(1, 2), dt, walk, adjust).at(0)
 
     def adjust_toward(self, position: np.ndarray, direction: np.ndarray, dt: float) -> None:
         """:meth:`RetrievalCrowd.adjust_toward` for this character's ``position`` and

@@ -189,7 +189,7 @@ def locked_world_toes(db: Database, poses: np.ndarray, root_pos: np.ndarray, roo
     rot = quat.mul(yaw_quaternions(root_dir)[:, :, None], quat.from_6d(local.astype(np.float64)))   # (W, H, J, 4)
     out = np.empty(pw.shape[:2] + (2, 3))
     for w in range(len(poses)):
-        lock = FootLock(db.parents, [roles["left_foot"], roles["right_foot"]], toes)
+        lock = FootLock.for_roles(db.parents, roles)
         for h in range(poses.shape[1]):
             _, pos = lock.apply(rot[w, h], pw[w, h], contact[w, h], 1.0 / fps)
             out[w, h] = pos[toes]

@@ -2,11 +2,11 @@
 it, and what a user would see go wrong (NOTES.md 3.5).
 
 Each scenario is a stick function of time (60 s at 60 Hz by default). Every frame, as in
-``kinema demo locomotion``: the stick drives the trajectory springs
-(:class:`~kinema.control.trajectory.TrajectoryController`), their prediction relative to
-the character's root is the controller's joystick, the controller steps, its root is pulled
-toward the simulation (:meth:`RetrievalController.adjust_toward`), and the drawn pose is
-the world pose with the toes locked (:class:`~kinema.control.footlock.FootLock`).
+``kinema demo locomotion``: the controller's runtime frame from the stick
+(:meth:`RetrievalController.drive`: the trajectory springs, their prediction relative to
+the character's root as the joystick, the network step, the root pulled toward the
+simulation), and the drawn pose is the world pose with the toes locked
+(:class:`~kinema.control.footlock.FootLock`).
 
 Measured on every drawn frame: ``finite``; ``bone_length_drift_mm``, the largest change of
 any bone length from the rest skeleton (a pose whose positions and rotations drift apart
@@ -28,6 +28,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from kinema.control import footlock
 from kinema.control.footlock import FootLock
 from kinema.control.retrieval.metrics import floor_height, foot_skate, joint_positions
 from kinema.control.trajectory import TrajectoryController
@@ -137,7 +138,8 @@ def requested_path_m(stick: Stick, frames: int = 3600, fps: float = 60.0) -> flo
 
 
 def run_scenario(ctl, stick: Stick, frames: int = 3600, fps: float = 60.0, foot_lock: bool = True,
-                 unlock_radius: float = 0.2, lock_halflife: float = 0.1, traces: dict | None = None) -> dict:
+                 unlock_radius: float = footlock.UNLOCK_RADIUS,
+                 lock_halflife: float = footlock.HALFLIFE, traces: dict | None = None) -> dict:
     """Drive ``ctl`` (a :class:`~kinema.control.retrieval.controller.RetrievalController`,
     reset to its start) with ``stick`` for ``frames`` frames (see the module docstring).
     ``traces``, when given, receives the per-frame arrays the figures come from: ``drawn``
@@ -147,9 +149,7 @@ def run_scenario(ctl, stick: Stick, frames: int = 3600, fps: float = 60.0, foot_
     dt = 1.0 / fps
     roles = db.roles
     toes = [roles["left_toe"], roles["right_toe"]]
-    lock = FootLock(db.parents, [roles["left_foot"], roles["right_foot"]], toes,
-                    unlock_radius, lock_halflife) if foot_lock else None
-    traj = TrajectoryController()
+    lock = FootLock.for_roles(db.parents, roles, unlock_radius, lock_halflife) if foot_lock else None
     drawn = np.empty((frames, db.num_joints, 3))
     local_toes = np.empty((frames, 2, 3))
     roots = np.empty((frames, 3))
@@ -157,10 +157,7 @@ def run_scenario(ctl, stick: Stick, frames: int = 3600, fps: float = 60.0, foot_
     finite = True
     for f in range(frames):
         s, walk = stick(f * dt)
-        sim = traj.update(np.asarray(s, np.float64), dt, walk=walk)
-        root_pos, root_dir = ctl.root
-        ctl.step(traj.predict().features(root_pos, root_dir))
-        ctl.adjust_toward(sim.position, sim.direction, dt)
+        sim = ctl.drive(s, dt, walk=walk)
         rot, pos = ctl.world_pose()
         if lock is not None:
             rot, pos = lock.apply(rot.astype(np.float64), pos.astype(np.float64), ctl.contacts, dt)

@@ -67,6 +67,7 @@ from kinema.control.retrieval.metrics import floor_height, pose_slice
 from kinema.control.retrieval.pose import rigid_pose_normalised
 from kinema.control.retrieval.rollout import rollout, teacher_forced_candidates, toe_positions
 from kinema.control.retrieval.sequences import RandomRetriever, Retriever, WindowSampler
+from kinema.data import PREFIXES, data_relative, sample_root, shared_root
 from kinema.errors import KinemaError, NonFiniteError
 from kinema.features.normalisation import Normaliser
 from kinema.features.root import yaw_rotate
@@ -134,7 +135,6 @@ class TrainSettings:
 def resolve_clips(patterns: list[str], base: Path | None = None) -> list[Path]:
     """Expand globs; ``sample:`` and ``shared:`` prefixes resolve in the bundled sample and
     the shared data folder; other relative paths against ``base``."""
-    from kinema.data import sample_root, shared_root
 
     out: list[Path] = []
     for pat in patterns:
@@ -257,7 +257,6 @@ def db_build_command(cfg: dict) -> str:
     folder (with ``KINEMA_DATA`` or ``kinema --data`` naming the shared data)."""
     import shlex
 
-    from kinema.data import PREFIXES, data_relative
 
     data = cfg["data"]
     pats = [pat if pat.startswith(PREFIXES) else data_relative(Path(data.get("base", ".")) / pat)

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import kinema.io
 from kinema.errors import KinemaError
+from kinema.io.convert import find_inputs
 
 
 def list_clips(path: str | Path) -> tuple[list[Path], Path]:
     """Supported motion files under ``path`` (recursive, sorted; hidden ones skipped) and
     the folder names are shown relative to. A file gives a list of itself."""
-    from kinema.io.convert import find_inputs
     path = Path(path)
     found = find_inputs([path])
     base = path if path.is_dir() else path.parent

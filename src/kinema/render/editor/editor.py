@@ -40,6 +40,7 @@ import pyray as rl
 
 import kinema.io
 from kinema.errors import KinemaError
+from kinema.io import format_module
 from kinema.render.editor.browser import Browser
 from kinema.render.editor.features import ClipFeatures, FeatureSetup, feature_setup
 from kinema.render.editor.overlays import AIR_COLOR, CONTACT_COLOR, DEFAULT_OVERLAYS, OVERLAYS, draw_features
@@ -223,7 +224,6 @@ class Editor(Viewer):
         """Read ``path`` (its ``animation`` when given) into a :class:`LoadedClip`. A GLB/FBX
         with a mesh skins itself unless the editor has a character (``own_character``: the
         file's character, already loaded)."""
-        from kinema.io import format_module
         module = format_module(path)
         animations: list[str] = []
         if hasattr(module, "animation_names"):
