@@ -208,3 +208,31 @@ def test_batch_equals_characters_stepped_one_by_one(db, foot_lock):
         searches += int(out.searched.sum())
     assert searches > frames * b / cfg.search_every * 0.9    # it did search, as batches
     assert np.ptp(batch.root_position[:, 0]) > 0.5           # and the characters went their own ways
+
+
+def test_search_mask_keeps_every_transition_inside_it(db):
+    """With a search mask, every row the controller jumps to is an allowed one (it then plays
+    that row's successors); with the upright rows, a released stick stays on its feet."""
+    from kinema.errors import KinemaError
+    from kinema.matching.database import upright_rows
+
+    up = upright_rows(db)
+    assert 0 < len(up) < db.rows
+    mask = np.zeros(db.rows, bool)
+    mask[up] = True
+    c = MotionMatchingController(db, start_frame=int(up[0]), search_mask=mask)
+    jumps = 0
+    hips = []
+    a = next(lo for name, lo, _ in db.pose_layout if name == "joint_positions")
+    for f in range(600):
+        stick = np.array([np.sin(f / 40), np.cos(f / 40)]) if f < 300 else np.zeros(2)
+        out = c.step(stick, 1 / 60)
+        if out.transitioned:
+            jumps += 1
+            assert mask[out.frame], out.frame
+        hips.append(db.pose[out.frame, a + 3 * db.roles["hips"] + 1])
+    assert jumps > 5
+    median = np.median(db.pose[:, a + 3 * db.roles["hips"] + 1])
+    assert np.min(hips[300:]) > 0.8 * median      # released: standing, not crouched or fallen
+    with pytest.raises(KinemaError, match="search_mask"):
+        MotionMatchingController(db, search_mask=np.zeros(db.rows, bool))

@@ -32,6 +32,7 @@ from kinema.control import footlock, springs
 from kinema.control.footlock import FootLock
 from kinema.control.inertialize import Inertializer, PoseState
 from kinema.control.trajectory import ControlConfig, TrajectoryController
+from kinema.errors import KinemaError
 from kinema.features.root import yaw_quaternions, yaw_rotate
 from kinema.matching.search import Exclusion
 from kinema.maths import angles, quat
@@ -153,6 +154,9 @@ class MotionMatchingController:
         start_frame: first row to play (default: the start of the first clip); an int, or
             (B,) rows with ``batch``.
         batch: number of characters B (None: one, with unbatched inputs and outputs).
+        search_mask: (N,) bool, the rows a search may return (None: every row), e.g.
+            :func:`kinema.matching.database.upright_rows` so that a released stick settles
+            into a standing idle and not into a crouch or a fall of the data.
 
     State, one row per character: ``frames`` (B,) playing rows, ``root_positions`` and
     ``root_directions`` (B, 3); one character reads them as ``frame``, ``root_position``
@@ -160,8 +164,14 @@ class MotionMatchingController:
     """
 
     def __init__(self, db, control: ControlConfig | None = None, config: MatchingConfig | None = None,
-                 start_frame: int | np.ndarray | None = None, batch: int | None = None):
+                 start_frame: int | np.ndarray | None = None, batch: int | None = None,
+                 search_mask: np.ndarray | None = None):
         self.db = db
+        if search_mask is not None:
+            search_mask = np.asarray(search_mask, bool)
+            if search_mask.shape != (db.rows,) or not search_mask.any():
+                raise KinemaError(f"search_mask must be ({db.rows},) bool with a True row, got {search_mask.shape}")
+        self.search_mask = search_mask
         times = tuple(f / db.fps for f in db.config.trajectory_frames)
         self.control = control or ControlConfig(times=times)
         self.config = config or MatchingConfig()
@@ -246,7 +256,8 @@ class MotionMatchingController:
         ``next_rows`` (Q,) unless a match beats it: (rows to play (Q,), transitioned (Q,))."""
         cfg = self.config
         q = self._queries(request)[due]
-        ex = Exclusion(current=self.frames[due], around=cfg.exclude_around, clip_end=cfg.exclude_clip_end, clips=clips)
+        ex = Exclusion(current=self.frames[due], around=cfg.exclude_around, clip_end=cfg.exclude_clip_end, clips=clips,
+                       mask=self.search_mask)
         idx, cost = self.db.search(q, k=1, exclude=ex)
         best = idx[:, 0]
         continuing = ((self.db.features[next_rows] - q) ** 2).sum(-1)
@@ -297,7 +308,7 @@ class MotionMatchingController:
         req = np.asarray(request, np.float64).reshape(n, -1)
         t = self.db.trajectory_start
         raw[:, t:t + req.shape[1]] = req
-        ex = Exclusion(clip_end=self.config.exclude_clip_end, clips=clips)
+        ex = Exclusion(clip_end=self.config.exclude_clip_end, clips=clips, mask=self.search_mask)
         idx, _ = self.db.search(self.db.normalise(raw), k=1, exclude=ex)
         self.frames = np.maximum(idx[:, 0], 0)
         self._clip_stop = self.db.ranges[self.db.clip_of(self.frames), 1]

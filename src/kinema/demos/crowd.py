@@ -12,7 +12,7 @@ drawn with one instanced capsule batch per colour.
 Each character's stick is its own script: a heading that turns at its own rate, a push that
 swells and fades, and a stop every few seconds, all phase-shifted per character. Each starts
 in a database row of its own where the data stands upright for the next seconds
-(:func:`upright_rows`): the sample model's database also holds falls, getting up and
+(:func:`kinema.matching.database.upright_rows`): the sample model's database also holds falls, getting up and
 crawling (LaFAN1's ``fallAndGetUp``, ``pushAndFall``, ``obstacles``), and a character
 started in one of those rows lay on the floor or tumbled in the first frames (a crowd's
 character steps exactly as it would alone: nothing is shared between characters).
@@ -31,6 +31,7 @@ import numpy as np
 
 from kinema.control.trajectory import TrajectoryController
 from kinema.errors import KinemaError
+from kinema.matching.database import upright_rows
 
 DESCRIPTION = "a crowd: N characters on their own scripted sticks, one batched controller (metrics, MP4)"
 OUT, FRAMES, RENDER_EVERY = "out/demo_crowd", 600, 2
@@ -47,22 +48,6 @@ def crowd_sticks(t: float, seeds: np.ndarray) -> np.ndarray:
     push = 0.55 + 0.45 * np.sin(0.6 * t + 2 * np.pi * seeds[:, 2])
     moving = (t + 8.0 * seeds[:, 3]) % 8.0 < 6.5
     return np.stack([np.sin(heading), np.cos(heading)], -1) * (push * moving)[:, None]
-
-
-def upright_rows(db, ahead: int = 240, band: float = 0.15) -> np.ndarray:
-    """Rows (R,) of ``db`` from which the hips stay within ``band`` (a share) of the
-    database's median hips height (standing, walking, running) for the next ``ahead`` rows
-    of the same clip: starts that are no fall, crawl, getting up or jump."""
-    from kinema.control.retrieval.metrics import joint_positions
-
-    hips = joint_positions(db, db.pose)[:, db.roles["hips"], 1]
-    off = np.abs(hips / np.median(hips) - 1.0) > band
-    # an off row within the next `ahead` rows (cumulative count), or the clip ending before
-    count = np.concatenate([[0], np.cumsum(off)])
-    rows = np.arange(db.rows - ahead)
-    clip = db.clip_of(rows)
-    ok = (count[rows + ahead] - count[rows] == 0) & (rows + ahead <= db.ranges[clip, 1])
-    return rows[ok]
 
 
 def grid(n: int, spacing: float) -> np.ndarray:
@@ -83,7 +68,7 @@ class CrowdProgram:
         controller: "retrieval" or "matching".
         checkpoint: the retrieval checkpoint.
         spacing: metres between start positions.
-        seed: seeds the start rows (among :func:`upright_rows`) and the sticks.
+        seed: seeds the start rows (among :func:`~kinema.matching.database.upright_rows`) and the sticks.
     """
 
     def __init__(self, db, count: int, controller: str = "retrieval", checkpoint: Path = MODEL,

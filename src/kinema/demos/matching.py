@@ -18,6 +18,11 @@ Drawing: the skinned character :func:`kinema.demos._skin.database_skin` picks fo
 database's skeleton (the LaFAN1 character of the shared data for LaFAN1, else the bundled
 Geno, or ``--character``, retargeted); the Actor's procedural body only for a skeleton that
 is no humanoid. ``metrics.json`` names the character and, per rendered frame, where it was drawn.
+
+The search returns only rows from which the character stays on its feet for four seconds
+(:func:`kinema.matching.database.upright_rows`), and it starts on one, so a released stick
+settles into a standing idle, not into one of LaFAN1's crouches, crawls or falls
+(``--any-pose``: every row).
 """
 from __future__ import annotations
 
@@ -144,6 +149,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep-calibration", action="store_true",
                         help="build with the takes' opening calibration T-pose (trimmed by default)")
     parser.add_argument("--no-foot-lock", action="store_true", help="disable foot locking (leg IK)")
+    parser.add_argument("--any-pose", action="store_true",
+                        help="search every row (default: only rows that stay standing, walking or running)")
     parser.add_argument("--character", type=Path, default=None,
                         help="character to skin, retargeted when its skeleton is another (default: the LaFAN1 "
                              "character in the shared data for a LaFAN1 database, else the bundled Geno)")
@@ -173,9 +180,19 @@ class MatchingProgram:
     the App's scene, feeds it the scripted track when no one steers (headless, manual) and
     keeps the camera behind it."""
 
-    def __init__(self, db, foot_lock: bool, track_frames: int | None, skin: Skin | None = None) -> None:
+    def __init__(self, db, foot_lock: bool, track_frames: int | None, skin: Skin | None = None,
+                 upright: bool = True) -> None:
+        from kinema.matching.database import upright_rows  # numba/scipy-backed: imported with the database
+
         self.db, self.foot_lock, self.track_frames, self.skin = db, foot_lock, track_frames, skin
-        self.controller = MotionMatchingController(db, config=MatchingConfig(foot_lock=foot_lock, unlock_radius=0.3))
+        rows = upright_rows(db) if upright else np.arange(db.rows)
+        if not len(rows):   # a database of short clips: no row stays upright for long enough
+            rows = np.arange(db.rows)
+        mask = np.zeros(db.rows, bool)
+        mask[rows] = True
+        self.upright = bool(upright and not mask.all())
+        self.controller = MotionMatchingController(db, config=MatchingConfig(foot_lock=foot_lock, unlock_radius=0.3),
+                                                   start_frame=int(rows[0]), search_mask=mask)
         self.actor = Actor(_skeleton(db))
         self.comp = MotionMatchingComponent(self.controller, self.actor, skin=skin)
         _ = db.index  # build the search structure before the clock starts
@@ -228,7 +245,7 @@ class MatchingProgram:
 
     def metrics(self) -> dict:
         return {**self.comp.metrics(), "database": self.db.info() | {"clips": len(self.db.clip_names)},
-                "foot_lock": self.foot_lock, **(self.skin.summary() if self.skin is not None else NO_SKIN),
+                "foot_lock": self.foot_lock, "upright_search": self.upright, **(self.skin.summary() if self.skin is not None else NO_SKIN),
                 **({"rendered_frames": self.views} if self.views else {})}
 
 
@@ -237,7 +254,7 @@ def programs(args: argparse.Namespace) -> list[tuple[str, MatchingProgram]]:
     print(f"demo matching: database {db.fingerprint}: {db.rows} rows, {len(db.clip_names)} clips")
     skin = database_skin(db, args.character)
     return [("matching", MatchingProgram(db, not args.no_foot_lock, args.frames if args.mode != "standalone" else None,
-                                         skin))]
+                                         skin, upright=not args.any_pose))]
 
 
 def report(m: dict) -> str:

@@ -128,6 +128,22 @@ def pose_to_world(pose: np.ndarray, num_joints: int, root_position, root_directi
     return quat.mul(ry, local).astype(np.float32), pos.astype(np.float32)
 
 
+def upright_rows(db: Database, ahead: int = 240, band: float = 0.15) -> np.ndarray:
+    """Rows (R,) of ``db`` from which the hips stay within ``band`` (a share) of the
+    database's median hips height (standing, walking, running) for the next ``ahead`` rows
+    of the same clip: starts that are no fall, crawl, getting up or jump."""
+    a = next(lo for name, lo, _ in db.pose_layout if name == "joint_positions")
+    hips = db.pose[:, a + 3 * db.roles["hips"] + 1]     # root-space height: the root is on the floor
+    off = np.abs(hips / np.median(hips) - 1.0) > band
+    # an off row within the next `ahead` rows (cumulative count), or the clip ending before
+    count = np.concatenate([[0], np.cumsum(off)])
+    rows = np.arange(db.rows - ahead)
+    clip = db.clip_of(rows)
+    ok = (count[rows + ahead] - count[rows] == 0) & (rows + ahead <= db.ranges[clip, 1])
+    return rows[ok]
+
+
+
 def clip_rows(motion, config: DatabaseConfig) -> dict[str, np.ndarray]:
     """Pose, contacts, raw (unnormalised) features and root of one clip at its own rate.
 
