@@ -97,8 +97,10 @@ class StyleProgram:
 
     def gui(self, ui) -> None:
         styles = self.player.lib.styles
-        ui.lines("styles", [f"style: {self.player.style}  (switches {self.player.switches})",
-                             "keys: " + "  ".join(f"{i + 1} {s}" for i, s in enumerate(styles[:9]))], width=520)
+        keys = [f"{i + 1} {s}" for i, s in enumerate(styles[:9])]
+        # three keys a row: one long row made the panel reach over the character's head
+        rows = ["keys: " + "  ".join(keys[i:i + 3]) for i in range(0, len(keys), 3)]
+        ui.lines("styles", [f"style: {self.player.style}  (switches {self.player.switches})", *rows], width=300)
 
 
     def metrics(self) -> dict:
