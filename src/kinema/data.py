@@ -178,3 +178,14 @@ def data_relative(path: str | Path) -> str:
         if root is not None and full.is_relative_to(root):
             return prefix + full.relative_to(root).as_posix()
     return str(full)
+
+
+def portable_path(path: str | Path) -> str:
+    """``path`` as a record (a card, an evaluation's JSON) should name it: ``shared:REL`` or
+    ``sample:REL`` inside the data (:func:`data_relative`), else relative to the current
+    folder when inside it (a command run from the repository root), else absolute."""
+    named = data_relative(path)
+    if named.startswith(PREFIXES):
+        return named
+    full, cwd = Path(named), Path.cwd().resolve()
+    return full.relative_to(cwd).as_posix() if full.is_relative_to(cwd) else named

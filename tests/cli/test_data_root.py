@@ -103,3 +103,28 @@ def test_path_commands_read_shared_paths_from_another_folder(command, shared_dat
     res = _kinema(*args, cwd=tmp_path, env_data=empty)
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert str(empty.resolve() / "lafan1" / "multipleActions1_subject1.bvh") in res.stderr, res.stderr
+
+
+def test_records_name_paths_that_work_on_another_machine(monkeypatch, tmp_path):
+    """portable_path writes shared:/sample: inside the data, a relative path inside the
+    current folder, else the absolute path; the shipped cards and evaluations hold no
+    absolute path (they were once written with a worktree's and a scratch folder's)."""
+    import re
+    from pathlib import Path
+
+    monkeypatch.setenv(data.ENV_VAR, str(tmp_path))
+    (tmp_path / "lafan1").mkdir()
+    assert data.portable_path(tmp_path / "lafan1" / "a.bvh") == "shared:lafan1/a.bvh"
+    assert data.portable_path(data.sample_root() / "geno" / "geno.glb") == "sample:geno/geno.glb"
+    work = tmp_path.parent / f"{tmp_path.name}_work"
+    (work / "models").mkdir(parents=True)
+    monkeypatch.chdir(work)
+    assert data.portable_path(work / "models" / "m.safetensors") == "models/m.safetensors"
+    assert data.portable_path("/elsewhere/m.safetensors") == "/elsewhere/m.safetensors"
+    models = Path(__file__).resolve().parents[2] / "models"
+    absolute = re.compile(r'(?:^|[\s"\'(`|])((?:/[A-Za-z0-9_.-]+){2,})')
+    records = sorted(models.glob("retrieval_*.eval.json")) + [p.with_suffix("").with_suffix(".md")
+                                                              for p in models.glob("retrieval_*.eval.json")]
+    assert len(records) >= 6
+    for path in records:
+        assert not absolute.findall(path.read_text()), (path.name, absolute.findall(path.read_text())[:3])

@@ -4,6 +4,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
+
+from kinema.data import portable_path
 
 HELP = "evaluate a retrieval controller: retrieval gain (teacher forced, free running), metrics, baselines"
 
@@ -86,6 +89,20 @@ def format_table(result: dict) -> str:
     return "\n".join(lines)
 
 
+def portable_command(argv: list[str]) -> str:
+    """The ``kinema eval`` command line of ``argv`` as a card prints it: a path inside the
+    current folder relative to it, one in the shared data or the bundled sample as
+    ``shared:``/``sample:`` (:func:`kinema.data.portable_path`), so the command runs on
+    another machine from the repository root; other words as given."""
+    out = []
+    for word in argv:
+        path = Path(word)
+        if not word.startswith("-") and (path.exists() or (len(path.parts) > 1 and path.parent.exists())):
+            word = portable_path(path)
+        out.append(word)
+    return " ".join(["kinema eval", *out])
+
+
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -100,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
                       mirror=args.mirror, stability_frames=args.stability, rigid=not args.raw_positions,
                       scenarios=args.scenarios, scenario_frames=args.scenario_frames, foot_lock=args.foot_lock,
                       planted=args.planted)
-    result["command"] = "kinema eval " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["eval"] else None
+    result["command"] = portable_command(sys.argv[sys.argv.index("eval") + 1:]) if "eval" in sys.argv[1:] else None
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1))
     if args.plot:

@@ -6,7 +6,13 @@ from __future__ import annotations
 import json
 
 from kinema.control.retrieval.targets import targets_table
+from kinema.data import portable_path
 
+
+def _portable(path: str | None) -> str:
+    """A recorded config path as the card prints it (older checkpoints recorded it as given,
+    often absolute): relative to the current folder, or shared:/sample:."""
+    return "<config>" if path is None else portable_path(path)
 
 def _fmt(v) -> str:
     if isinstance(v, bool) or v is None:
@@ -152,6 +158,6 @@ def model_card(meta: dict, result: dict | None, path: str = "") -> str:
     lines += ["", "## Provenance", ""]
     lines += _table([("checkpoint format", meta.get("format")), ("versions", json.dumps(meta.get("versions"))),
                      ("data", json.dumps(cfg.get("data", {}).get("clips"))),
-                     ("reproduce", f"kinema train {cfg.get('source', '<config>')}"),
+                     ("reproduce", f"kinema train {_portable(cfg.get('source'))}"),
                      ("evaluation", None if result is None else result.get("command"))], ("field", "value"))
     return "\n".join(lines) + "\n"

@@ -70,6 +70,7 @@ from kinema.control.retrieval.rollout import (
     teacher_forced_candidates,
 )
 from kinema.control.retrieval.sequences import RandomRetriever, Retriever
+from kinema.data import portable_path
 from kinema.errors import KinemaError
 from kinema.features.normalisation import Normaliser
 from kinema.matching.database import Database
@@ -371,8 +372,8 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     fr["frame_joint_error_cm"] = {name: m["_frame_joint_error_cm"].mean(0).tolist()
                                   for name, m in {"with": fr_with, "without": fr_without, **fr_base}.items()}
     fr["per_clip"] = _per_clip(source, groups, {"with": fr_with, "without": fr_without, **fr_base}, fr_truth)
-    out = {"checkpoint": str(checkpoint), "database": db.fingerprint, "fps": float(db.fps),
-           "clips": [str(c) for c in clips],
+    out = {"checkpoint": portable_path(checkpoint), "database": db.fingerprint, "fps": float(db.fps),
+           "clips": [portable_path(c) for c in clips],
            "windows": int(len(starts)), "mirrored": mirror, "context": context, "frames": int(frames), "stride": stride,
            "skate_height_m": floor, "rigid": rigid, "foot_lock": foot_lock, "planted": planted, "teacher_forced": tf, "free_running": fr}
     if stability_frames:
