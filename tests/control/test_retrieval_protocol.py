@@ -424,3 +424,34 @@ def test_planted_path_moves_roots_like_the_runtime_mover(games105_db):
     a = pose_slice(db, "joint_positions").start
     toe_cols = [a + 3 * db.roles["left_toe"], a + 3 * db.roles["right_toe"]]
     assert float(t.grad[..., toe_cols].abs().sum()) > 0
+
+
+def test_stride_loss_charges_a_glide_the_energy_term_averages_away(games105_db):
+    """The training's stride term (``train.stride_weight``): 0 for the truth, small for the
+    truth 20 frames late, and large for the truth whose toes slow to a quarter of their
+    motion in the second of two seconds while the rest of the body moves on (the glide a user
+    sees: legs still, root on its path), which the whole-body, whole-window energy term
+    charges several times less."""
+    import torch
+
+    from kinema.control.retrieval.metrics import pose_slice
+    from kinema.control.retrieval.training import energy_loss, stride_loss
+
+    db = games105_db
+    sec = int(round(db.fps))
+    rows, true, _, _ = _windows(db, 2 * sec + 1, 40)
+    t = torch.as_tensor(true)
+    late = torch.as_tensor(db.pose[rows - 20])
+    glide = t.clone()
+    pos = glide[..., pose_slice(db, "joint_positions")].reshape(t.shape[0], t.shape[1], -1, 3)
+    toes = [db.roles["left_toe"], db.roles["right_toe"]]
+    last, start = slice(sec, None), slice(sec, sec + 1)
+    pos[:, last, toes] = pos[:, start, toes] + 0.25 * (pos[:, last, toes] - pos[:, start, toes])
+    glide[..., pose_slice(db, "joint_positions")] = pos.reshape(t.shape[0], t.shape[1], -1)
+    assert float(stride_loss(db, t, t)) == 0.0
+    assert float(stride_loss(db, late, t)) < 0.1
+    assert float(stride_loss(db, glide, t)) > 0.3
+    assert float(stride_loss(db, glide, t)) > 20 * float(energy_loss(db, glide, t))
+    g = glide.clone().requires_grad_(True)
+    stride_loss(db, g, t).backward()
+    assert torch.isfinite(g.grad).all() and g.grad.abs().sum() > 0

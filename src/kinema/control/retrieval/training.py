@@ -67,7 +67,7 @@ from kinema.control.retrieval.metrics import floor_height, pose_slice
 from kinema.control.retrieval.pose import rigid_pose_normalised
 from kinema.control.retrieval.rollout import rollout, teacher_forced_candidates, toe_positions
 from kinema.control.retrieval.sequences import RandomRetriever, Retriever, WindowSampler
-from kinema.data import PREFIXES, data_relative, sample_root, shared_root
+from kinema.data import PREFIXES, data_relative, portable_path, sample_root, shared_root
 from kinema.errors import KinemaError, NonFiniteError
 from kinema.features.normalisation import Normaliser
 from kinema.features.root import yaw_rotate
@@ -124,6 +124,7 @@ class TrainSettings:
     skate_on: str = "truth"   # "truth": the target's contact labels; "own": the predicted toes on the floor
     energy_weight: float = 0.0
     accel_weight: float = 0.0
+    stride_weight: float = 0.0   # the toes' character-space speed per second of rollout against the truth's
     path_weight: float = 0.0
     planted: bool = False     # rollouts move their roots by the planted-foot rule, as the runtime may
 
@@ -164,7 +165,7 @@ def load_config(path: str | Path) -> dict:
     else:
         cfg = json.loads(path.read_text())
     cfg.setdefault("data", {}).setdefault("base", str(path.parent))
-    cfg.setdefault("source", str(path))
+    cfg.setdefault("source", portable_path(path))
     return cfg
 
 
@@ -504,6 +505,26 @@ def energy_loss(db: Database, pose: torch.Tensor, target: torch.Tensor) -> torch
     return _log_ratio_loss(speed(pose), speed(target), 1.0)
 
 
+def stride_loss(db: Database, pose: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Mean over rollouts and over each second of them of ``log(speed(pose) / speed(target))^2``,
+    the speeds being the toes' mean character-space speed (cm/s, 1 cm/s offset) in that
+    second, of raw predicted and true pose vectors (B, H, P). A rollout whose legs slow
+    down while its root follows the path (the glide) pays for every second it glides,
+    which the whole-body, whole-rollout :func:`energy_loss` averages away. Differentiable."""
+    toes = [db.roles["left_toe"], db.roles["right_toe"]]
+    sec = max(2, int(round(db.fps)))
+    h = (pose.shape[1] - 1) // sec * sec
+    if h < sec:                    # a rollout shorter than a second is one segment
+        h = sec = pose.shape[1] - 1
+
+    def speed(p: torch.Tensor) -> torch.Tensor:
+        d = _joint_positions(db, p)[:, :h + 1, toes]
+        v = torch.linalg.vector_norm(d[:, 1:] - d[:, :-1], dim=-1).mean(-1) * 100.0 * db.fps   # (B, h)
+        return v.reshape(v.shape[0], -1, sec).mean(-1)
+
+    return _log_ratio_loss(speed(pose), speed(target), 1.0)
+
+
 def _raw(retriever: Retriever, pose_n: torch.Tensor) -> torch.Tensor:
     norm = retriever.norm
     return pose_n * torch.as_tensor(norm.std, device=pose_n.device) + torch.as_tensor(norm.mean, device=pose_n.device)
@@ -540,6 +561,8 @@ def motion_terms(db: Database, retriever: Retriever, r, s: TrainSettings, floor:
         out["energy"] = energy_loss(db, raw, true)
     if s.accel_weight > 0:
         out["accel"] = accel_loss(db, raw, true)
+    if s.stride_weight > 0:
+        out["stride"] = stride_loss(db, raw, true)
     if s.path_weight > 0:
         before = r.rows[:, 0] - 1
         toes = yaw_rotate(db.root_directions[before][:, None], toe_positions(db, db.pose[before])) \
@@ -551,7 +574,8 @@ def motion_terms(db: Database, retriever: Retriever, r, s: TrainSettings, floor:
 
 def term_weights(s: TrainSettings) -> dict[str, float]:
     """Weight of each rollout term of :func:`motion_terms`."""
-    return {"skate": s.skate_weight, "energy": s.energy_weight, "accel": s.accel_weight, "path": s.path_weight}
+    return {"skate": s.skate_weight, "energy": s.energy_weight, "accel": s.accel_weight, "path": s.path_weight,
+            "stride": s.stride_weight}
 
 
 def rollout_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings, horizon: int, student: float,
@@ -752,6 +776,7 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
                          **({"skate": s.skate_weight, "skate_on": s.skate_on} if s.skate_weight else {}),
                          **({"energy": s.energy_weight} if s.energy_weight else {}),
                          **({"accel": s.accel_weight} if s.accel_weight else {}),
+                         **({"stride": s.stride_weight} if s.stride_weight else {}),
                          **({"path": s.path_weight} if s.path_weight else {})},
         "fingerprint": db.fingerprint,
         "database": {"fingerprint": db.fingerprint, "rows": db.rows, "pose_width": db.pose_width,
