@@ -51,8 +51,9 @@ def test_a_frozen_pose_fails_the_energy_targets(result):
 
 def test_a_gliding_character_fails_the_stride_and_scenario_skating_targets(result):
     """Legs that stay still while the root follows the stick (toes 0.2 m/s per m/s of root
-    speed, sliding on the floor at walking speed) fail both; a character whose legs step
-    like motion matching's passes both."""
+    speed, sliding on the floor at walking speed) fail both; legs that thrash (a ratio of 95)
+    fail the stride ceiling the floor lets through; a character whose legs step like motion
+    matching's passes all three."""
     stepping = copy.deepcopy(result)
     stepping["database_stride_ratio"] = 1.4
     mm = copy.deepcopy(stepping["scenarios"])
@@ -73,6 +74,13 @@ def test_a_gliding_character_fails_the_stride_and_scenario_skating_targets(resul
     standing = copy.deepcopy(stepping)                      # asked to walk the circle, it stands
     standing["scenarios"]["circle"]["stride_ratio"] = None
     assert _row(standing, "stride ratio vs database")["passed"] is False
+    assert _row(stepping, "stride ratio ceiling")["passed"] is True
+    assert _row(glide, "stride ratio ceiling")["passed"] is True
+    thrashing = copy.deepcopy(stepping)     # toes whipping around the root (a stride-weight-6 run)
+    thrashing["scenarios"]["circle"].update(stride_ratio=95.6)
+    row = _row(thrashing, "stride ratio ceiling")
+    assert row["passed"] is False and row["value"] > 60
+    assert _row(thrashing, "stride ratio vs database")["passed"] is True    # the floor alone passes it
     shuffling = copy.deepcopy(stepping)                     # the idle stick asks for no path
     shuffling["scenarios"]["idle"].update(stride_ratio=0.1, foot_skate_cm_s=500.0)
     assert _row(shuffling, "scenario skating vs motion matching")["passed"] is True

@@ -4,7 +4,8 @@ keys, so a card or a closing note reports pass or fail without a number typed by
 
 No target can be won by a useless controller alone: a frozen pose passes skating and loses
 motion energy and Fréchet distance; a damped one lowers joint error and fails the energy
-gate; a model that ignores the stick loses root and heading error.
+gate; a model that ignores the stick loses root and heading error; a gliding one fails the
+stride floor and a thrashing one its ceiling.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from kinema.control.retrieval.metrics import ENERGY_GATE
 from kinema.control.retrieval.scenarios import SCENARIOS, requested_path_m
 
 STRIDE_FRACTION = 0.75   # of the database's stride ratio: below it the legs do not carry the root
+STRIDE_CEILING = 1.5     # of the database's stride ratio: above it the legs thrash around the root
 MOVING_PATH_M = 5.0      # a scenario whose requested path is longer than this (m) asks to move
 
 
@@ -75,8 +77,14 @@ def check_targets(result: dict) -> list[dict]:
             worst = min(s["stride_ratio"] or 0.0 for s in moving.values()) / ref
             add("stride ratio vs database", worst, f"toe speed per root speed >= {STRIDE_FRACTION:g} x the "
                 "database's in every moving scenario", worst >= STRIDE_FRACTION)
+            # legs that thrash (toes whipping around a root that follows the stick) step a
+            # lot per metre: a floor alone would pass them
+            most = max(s["stride_ratio"] or 0.0 for s in moving.values()) / ref
+            add("stride ratio ceiling", most, f"toe speed per root speed <= {STRIDE_CEILING:g} x the "
+                "database's in every moving scenario", most <= STRIDE_CEILING)
         else:
             add("stride ratio vs database", None, "needs scenarios with stride_ratio", None)
+            add("stride ratio ceiling", None, "needs scenarios with stride_ratio", None)
         mm_sc = result.get("scenarios_motion_matching")
         if mm_sc and moving:
             worst = max(s["foot_skate_cm_s"] / max(mm_sc[n]["foot_skate_cm_s"], 1e-6) for n, s in moving.items())
