@@ -424,6 +424,11 @@ def _joint_positions(db: Database, p: torch.Tensor) -> torch.Tensor:
     return p[..., pose_slice(db, "joint_positions")].reshape(p.shape[0], p.shape[1], -1, 3)
 
 
+def _joint_steps(pos: torch.Tensor) -> torch.Tensor:
+    """(B, H-1, J) distance (m) each joint of positions (B, H, J, 3) moves from frame to frame."""
+    return torch.linalg.vector_norm(pos[:, 1:] - pos[:, :-1], dim=-1)
+
+
 def accel_loss(db: Database, pose: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Mean over rollouts of ``log(accel(pose) / accel(target))^2``, the accelerations being
     each rollout's mean joint acceleration magnitude (cm/s^2,
@@ -499,8 +504,7 @@ def energy_loss(db: Database, pose: torch.Tensor, target: torch.Tensor) -> torch
     actor, whatever its phase; about 0.3 at the damped ratio 0.56 (speeds carry a 1 cm/s
     offset so a still window has a finite log). Differentiable."""
     def speed(p: torch.Tensor) -> torch.Tensor:
-        pos = _joint_positions(db, p)
-        return torch.linalg.vector_norm(pos[:, 1:] - pos[:, :-1], dim=-1).mean((1, 2)) * 100.0 * db.fps
+        return _joint_steps(_joint_positions(db, p)).mean((1, 2)) * 100.0 * db.fps
 
     return _log_ratio_loss(speed(pose), speed(target), 1.0)
 
@@ -518,8 +522,7 @@ def stride_loss(db: Database, pose: torch.Tensor, target: torch.Tensor) -> torch
         h = sec = pose.shape[1] - 1
 
     def speed(p: torch.Tensor) -> torch.Tensor:
-        d = _joint_positions(db, p)[:, :h + 1, toes]
-        v = torch.linalg.vector_norm(d[:, 1:] - d[:, :-1], dim=-1).mean(-1) * 100.0 * db.fps   # (B, h)
+        v = _joint_steps(_joint_positions(db, p)[:, :h + 1, toes]).mean(-1) * 100.0 * db.fps   # (B, h)
         return v.reshape(v.shape[0], -1, sec).mean(-1)
 
     return _log_ratio_loss(speed(pose), speed(target), 1.0)
