@@ -581,6 +581,18 @@ def term_weights(s: TrainSettings) -> dict[str, float]:
             "stride": s.stride_weight}
 
 
+def _used_terms(s: TrainSettings) -> dict:
+    """The rollout terms a run trains with (weight > 0), as the checkpoint records them: each
+    term's weight, and after the skating term the contacts it reads (``skate_on``)."""
+    out: dict = {}
+    for term, w in term_weights(s).items():
+        if w:
+            out[term] = w
+            if term == "skate":
+                out["skate_on"] = s.skate_on
+    return out
+
+
 def rollout_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings, horizon: int, student: float,
                  rng: np.random.Generator, detach_every: int | None, floor: float) -> torch.Tensor:
     db = retriever.db
@@ -775,12 +787,7 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
         "normalisation": {"pose": norm.to_json(), "feature_mean": db.feature_mean.tolist(),
                           "feature_scale": db.feature_scale.tolist()},
         "loss_weights": {"pose_mse": 1.0, "contact_bce": s.contact_weight, "joint_position_mse": s.position_weight,
-                         "teacher_forced_mix": s.tf_mix,
-                         **({"skate": s.skate_weight, "skate_on": s.skate_on} if s.skate_weight else {}),
-                         **({"energy": s.energy_weight} if s.energy_weight else {}),
-                         **({"accel": s.accel_weight} if s.accel_weight else {}),
-                         **({"stride": s.stride_weight} if s.stride_weight else {}),
-                         **({"path": s.path_weight} if s.path_weight else {})},
+                         "teacher_forced_mix": s.tf_mix, **_used_terms(s)},
         "fingerprint": db.fingerprint,
         "database": {"fingerprint": db.fingerprint, "rows": db.rows, "pose_width": db.pose_width,
                      "frame_time": db.frame_time, "clips": db.clip_names, "joints": db.joint_names,
