@@ -232,3 +232,28 @@ def test_a_diverging_run_stops_with_the_step_and_what_to_change(tmp_path):
     with pytest.raises(KinemaError, match=r"training diverged at step \d+ \(warmup stage.*train\.lr") as err:
         train(cfg, out, log=lambda *_: None)
     assert "NaN or infinity" in str(err.value) and not out.exists()
+
+
+def test_chained_free_rollouts_train_and_resume_to_the_same_weights(trained, tmp_path):
+    """``train.free_chain = 3``: the free stage continues the same rollouts for 3 steps;
+    its weights differ from the unchained run's, and a run interrupted at a validation and
+    resumed ends with the uninterrupted chained run's weights (a chain ends at every
+    validation). A chain of 0 is refused."""
+    cfg = load_config(CONFIG)
+    cfg["train"].update(free=10, free_chain=3)
+    a_path, _ = train(cfg, tmp_path / "chain.safetensors", log=lambda *_: None)
+    out = tmp_path / "chain_resumed.safetensors"
+    train(cfg, out, log=lambda *_: None, stop_after=14)
+    train(cfg, out, log=lambda *_: None, resume=True)
+    a, _ = load_checkpoint(a_path)
+    b, _ = load_checkpoint(out)
+    for (name, x), y in zip(a.state_dict().items(), b.state_dict().values()):
+        assert torch.equal(x, y), name
+    cfg1 = load_config(CONFIG)
+    cfg1["train"].update(free=10)
+    c_path, _ = train(cfg1, tmp_path / "nochain.safetensors", log=lambda *_: None)
+    c, _ = load_checkpoint(c_path)
+    assert any(not torch.equal(x, y) for x, y in zip(a.state_dict().values(), c.state_dict().values()))
+    cfg["train"]["free_chain"] = 0
+    with pytest.raises(KinemaError, match="free_chain"):
+        train(cfg, tmp_path / "bad.safetensors", log=lambda *_: None)

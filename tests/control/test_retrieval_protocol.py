@@ -455,3 +455,37 @@ def test_stride_loss_charges_a_glide_the_energy_term_averages_away(games105_db):
     g = glide.clone().requires_grad_(True)
     stride_loss(db, g, t).backward()
     assert torch.isfinite(g.grad).all() and g.grad.abs().sum() > 0
+
+
+def test_a_carried_rollout_continues_the_rollout_it_carries(games105_db, games105_retriever):
+    """A rollout of 24 frames continued by its :class:`Carry` for 24 more is, frame by frame,
+    the rollout of 48 (poses, roots, target rows; deterministic retrieval), so a training
+    chain of rollouts reads the states one long drive reaches; the carry is cut from the
+    graph (truncated BPTT between the chain's steps)."""
+    import torch
+
+    from kinema.control.retrieval.rollout import rollout
+    from kinema.control.retrieval.training import make_model
+
+    torch.manual_seed(0)
+    db, r = games105_db, games105_retriever
+    cfg = {"model": {"d_model": 16, "n_layers": 1, "d_state": 4, "retrieval_dim": 16, "k": r.k, "kinematic": True}}
+    model = make_model(cfg, db, r).eval()
+    lo, hi = db.ranges[int(np.argmax(db.ranges[:, 1] - db.ranges[:, 0]))]
+    starts = np.array([lo + 5, lo + 40])
+    assert hi - lo > 40 + 8 + 48 + 1
+    with torch.no_grad():
+        whole = rollout(model, r, db, starts, 8, 48, rigid=True)
+        first = rollout(model, r, db, starts, 8, 24, rigid=True)
+        rest = rollout(model, r, db, None, 8, 24, rigid=True, carry=first.carry)
+    np.testing.assert_array_equal(np.concatenate([first.rows, rest.rows], 1), whole.rows)
+    joined = torch.cat([first.pose, rest.pose], 1)
+    assert float((joined - whole.pose).abs().max()) < 1e-5
+    np.testing.assert_allclose(np.concatenate([first.root_pos, rest.root_pos], 1), whole.root_pos, atol=1e-5)
+    np.testing.assert_array_equal(rest.start_pos, first.root_pos[:, -1])
+    # a different continuation (another pose to continue from) moves the rest: the carry is read
+    first.carry.prev = first.carry.prev + 0.5
+    with torch.no_grad():
+        moved = rollout(model, r, db, None, 8, 24, rigid=True, carry=first.carry)
+    assert float((moved.pose - rest.pose).abs().max()) > 1e-3
+    assert not first.carry.state.h[0].requires_grad

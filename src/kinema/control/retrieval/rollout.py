@@ -114,21 +114,6 @@ def query(retriever: Retriever, poses: np.ndarray, control: np.ndarray) -> np.nd
     return db.normalise(db.features_from_pose(poses, control))
 
 
-@dataclass
-class Rollout:
-    """Output of :func:`rollout`: predicted normalised poses (B, H, P) (torch, with grad
-    when asked), contact logits (B, H, 2), targets (B, H, P) normalised, the predicted and
-    true roots (B, H, 3) positions and directions, and the target rows (B, H)."""
-
-    pose: torch.Tensor
-    contact_logits: torch.Tensor
-    target: torch.Tensor
-    target_contacts: torch.Tensor
-    root_pos: np.ndarray
-    root_dir: np.ndarray
-    true_pos: np.ndarray
-    true_dir: np.ndarray
-    rows: np.ndarray
 
 
 class CandidateStream:
@@ -169,6 +154,48 @@ class CandidateStream:
             self.since[due] = 0
 
 
+@dataclass
+class Carry:
+    """Where a :func:`rollout` stopped, to continue it (detached from the autograd graph):
+    the model state, the last predicted normalised pose (B, P) and its row (B,) of the
+    source, the roots (B, 3), the root mover and candidate stream, the frames run so far,
+    and the per-rollout exclusions and kept-retrieval flags (B,)."""
+
+    state: object
+    prev: torch.Tensor
+    row: np.ndarray
+    root_pos: np.ndarray
+    root_dir: np.ndarray
+    mover: RootMover
+    stream: CandidateStream | None
+    frames: int
+    exclude: np.ndarray | None
+    seq_keep: np.ndarray
+
+
+@dataclass
+class Rollout:
+    """Output of :func:`rollout`: predicted normalised poses (B, H, P) (torch, with grad
+    when asked), contact logits (B, H, 2), targets (B, H, P) normalised, the predicted and
+    true roots (B, H, 3) positions and directions, the target rows (B, H), the roots
+    (B, 3) and world toes (B, 2, 3) before the first frame, and the :class:`Carry` that
+    continues it."""
+
+    pose: torch.Tensor
+    contact_logits: torch.Tensor
+    target: torch.Tensor
+    target_contacts: torch.Tensor
+    root_pos: np.ndarray
+    root_dir: np.ndarray
+    true_pos: np.ndarray
+    true_dir: np.ndarray
+    rows: np.ndarray
+    start_pos: np.ndarray
+    start_dir: np.ndarray
+    start_toes: np.ndarray
+    carry: Carry
+
+
 def _dropout_mask(b: int, k: int, rng: np.random.Generator | None, p_all: float, p_each: float) -> np.ndarray:
     if rng is None or (p_all <= 0 and p_each <= 0):
         return np.ones((b, k), bool)
@@ -195,10 +222,10 @@ def teacher_forced_candidates(retriever: Retriever, source: Database, rows: np.n
     return np.stack(out, 1)
 
 
-def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray, context: int, horizon: int, *,
+def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray | None, context: int, horizon: int, *,
             retrieval: bool = True, exclude: np.ndarray | None = None, rng: np.random.Generator | None = None,
             student: float = 1.0, dropout: tuple[float, ...] = (0.0, 0.0, 0.0), detach_every: int | None = None,
-            rigid: bool = False, planted: float | None = None) -> Rollout:
+            rigid: bool = False, planted: float | None = None, carry: Carry | None = None) -> Rollout:
     """Roll ``model`` out from rows ``starts`` (B,) (see the module docstring): ``horizon``
     predicted frames, rows ``starts + context .. starts + context + horizon - 1``, which must
     lie in one clip each (the first is the context's own last prediction).
@@ -211,46 +238,66 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray, c
     joint positions rebuilt from its rotations (:func:`kinema.control.retrieval.pose.rigid_pose`,
     differentiable) before it is scored and fed back, as the runtime controller does.
     ``planted``: toe floor height (m) of the planted-foot root correction (:class:`RootMover`).
+
+    ``carry`` (the :attr:`Rollout.carry` of an earlier rollout) continues that rollout
+    instead: no context, ``horizon`` more frames from the state, pose, roots and candidates
+    it reached (``starts``, ``context`` and ``exclude`` are then ignored), the rows
+    following its last one, which must lie in the same clips. Training chains rollouts so
+    that its losses read states a model reaches only after a long drive.
     """
     norm = retriever.norm
     uses = getattr(model, "use_retrieval", False) and retrieval
     device = next(model.parameters()).device
     t_ = lambda a: torch.as_tensor(a, device=device)  # noqa: E731
-    b = len(starts)
-    ctx_rows = starts[:, None] + np.arange(context)[None]
-    pose_n = norm.normalise(source.pose[ctx_rows])
-    cands = teacher_forced_candidates(retriever, source, ctx_rows, exclude, rng) if uses else None
-    p_all, p_each, p_seq = (tuple(dropout) + (0.0, 0.0, 0.0))[:3]
-    seq_keep = np.ones(b, bool) if rng is None or p_seq <= 0 else rng.random(b) >= p_seq
-    ctx_mask = None if seq_keep.all() else t_(np.broadcast_to(seq_keep[:, None, None], ctx_rows.shape + (retriever.k,)).copy())
-    out, state = model(t_(source.trajectory[ctx_rows]), t_(pose_n), None if cands is None else t_(cands),
-                       None if cands is None else ctx_mask)
     mean, std = t_(norm.mean), t_(norm.std)
 
     def project(x: torch.Tensor) -> torch.Tensor:
         return rigid_pose_normalised(source, x, mean, std) if rigid else x
-    prev = project(out["pose"][:, -1])
-    last = ctx_rows[:, -1]
-    mover = RootMover(source, planted)
-    mover.start(source.pose[last], source.root_positions[last], source.root_directions[last])
-    root_pos, root_dir = mover(source.root_positions[last], source.root_directions[last],
-                               norm.denormalise(prev.detach().cpu().numpy()))
-    stream = CandidateStream(retriever, exclude, rng) if uses else None
-    # The context's last output is the first predicted frame (row last + 1), as for the
-    # playback baselines: every rollout and baseline is scored on rows last+1 .. last+horizon.
-    first = last + 1
-    preds, logits = [prev], [out["contact_logits"][:, -1]]
     # normalised target poses of rows (the retriever's cached array when rolling out on its database)
     poses_n = retriever.poses_n if source is retriever.db else None
 
     def target(rows: np.ndarray) -> np.ndarray:
         return poses_n[rows] if poses_n is not None else norm.normalise(source.pose[rows])
 
-    targets = [target(first)]
-    tcont = [source.contacts[first].astype(np.float32)]
-    rp, rd, tp, td, rows_out = [root_pos], [root_dir], [source.root_positions[first]], [source.root_directions[first]], [first]
-    for h in range(horizon - 1):
-        rows = last + 1 + h
+    p_all, p_each, p_seq = (tuple(dropout) + (0.0, 0.0, 0.0))[:3]
+    preds, logits, targets, tcont, rp, rd, tp, td, rows_out = ([] for _ in range(9))
+    if carry is None:
+        b = len(starts)
+        ctx_rows = starts[:, None] + np.arange(context)[None]
+        pose_n = norm.normalise(source.pose[ctx_rows])
+        cands = teacher_forced_candidates(retriever, source, ctx_rows, exclude, rng) if uses else None
+        seq_keep = np.ones(b, bool) if rng is None or p_seq <= 0 else rng.random(b) >= p_seq
+        ctx_mask = None if seq_keep.all() else t_(np.broadcast_to(seq_keep[:, None, None], ctx_rows.shape + (retriever.k,)).copy())
+        out, state = model(t_(source.trajectory[ctx_rows]), t_(pose_n), None if cands is None else t_(cands),
+                           None if cands is None else ctx_mask)
+        prev = project(out["pose"][:, -1])
+        last = ctx_rows[:, -1]
+        mover = RootMover(source, planted)
+        mover.start(source.pose[last], source.root_positions[last], source.root_directions[last])
+        start_pos, start_dir, start_toes = source.root_positions[last], source.root_directions[last], mover.toes.copy()
+        root_pos, root_dir = mover(start_pos, start_dir, norm.denormalise(prev.detach().cpu().numpy()))
+        stream = CandidateStream(retriever, exclude, rng) if uses else None
+        # The context's last output is the first predicted frame (row last + 1), as for the
+        # playback baselines: every rollout and baseline is scored on rows last+1 .. last+horizon.
+        row0, steps, frames = last + 1, horizon - 1, 0
+        preds.append(prev)
+        logits.append(out["contact_logits"][:, -1])
+        targets.append(target(row0))
+        tcont.append(source.contacts[row0].astype(np.float32))
+        rp.append(root_pos)
+        rd.append(root_dir)
+        tp.append(source.root_positions[row0])
+        td.append(source.root_directions[row0])
+        rows_out.append(row0)
+    else:
+        state, prev, mover, stream, exclude, seq_keep = (carry.state, carry.prev, carry.mover, carry.stream,
+                                                          carry.exclude, carry.seq_keep)
+        b, root_pos, root_dir = len(carry.row), carry.root_pos, carry.root_dir
+        start_pos, start_dir = root_pos, root_dir
+        start_toes = None if mover.toes is None else mover.toes.copy()
+        row0, steps, frames = carry.row, horizon, carry.frames
+    for h in range(steps):
+        rows = row0 + h
         if rng is not None and student < 1.0:
             use_gt = torch.as_tensor(rng.random(b) >= student, device=device)[:, None]
             prev = torch.where(use_gt, t_(retriever.poses_n[rows]), prev)
@@ -261,7 +308,7 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray, c
         ctrl = control_at(source, rows, root_pos, root_dir)
         cand = mask = None
         if uses:
-            _, cand = stream(h, raw_prev, ctrl)
+            _, cand = stream(frames + h, raw_prev, ctrl)
             mask = t_(_dropout_mask(b, retriever.k, rng, p_all, p_each) & seq_keep[:, None])
             cand = t_(cand)
         o, state = model.step(state, t_(ctrl), prev, cand, mask)
@@ -276,8 +323,11 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray, c
         tp.append(source.root_positions[rows + 1])
         td.append(source.root_directions[rows + 1])
         rows_out.append(rows + 1)
+    after = Carry(state.detach(), prev.detach(), rows_out[-1], root_pos, root_dir, mover, stream,
+                  frames + steps, exclude, seq_keep)
     return Rollout(torch.stack(preds, 1), torch.stack(logits, 1), t_(np.stack(targets, 1)), t_(np.stack(tcont, 1)),
-                   np.stack(rp, 1), np.stack(rd, 1), np.stack(tp, 1), np.stack(td, 1), np.stack(rows_out, 1))
+                   np.stack(rp, 1), np.stack(rd, 1), np.stack(tp, 1), np.stack(td, 1), np.stack(rows_out, 1),
+                   start_pos, start_dir, start_toes, after)
 
 
 def playback_rollout(retriever: Retriever, source: Database, starts: np.ndarray, context: int, horizon: int,

@@ -65,12 +65,11 @@ import torch.nn.functional as F
 from kinema.control.planted import plant_weights, planted_shift
 from kinema.control.retrieval.metrics import floor_height, pose_slice
 from kinema.control.retrieval.pose import rigid_pose_normalised
-from kinema.control.retrieval.rollout import rollout, teacher_forced_candidates, toe_positions
+from kinema.control.retrieval.rollout import Carry, rollout, teacher_forced_candidates, toe_positions
 from kinema.control.retrieval.sequences import RandomRetriever, Retriever, WindowSampler
 from kinema.data import PREFIXES, data_relative, portable_path, sample_root, shared_root
 from kinema.errors import KinemaError, NonFiniteError
 from kinema.features.normalisation import Normaliser
-from kinema.features.root import yaw_rotate
 from kinema.matching.config import DatabaseConfig
 from kinema.matching.database import Database, build_database, expand_paths, source_from_file
 from kinema.maths import angles
@@ -127,10 +126,14 @@ class TrainSettings:
     stride_weight: float = 0.0   # the toes' character-space speed per second of rollout against the truth's
     path_weight: float = 0.0
     planted: bool = False     # rollouts move their roots by the planted-foot rule, as the runtime may
+    free_chain: int = 1       # free-stage steps in a row that continue the same rollouts (1: each starts from the truth)
+    chain_pose_weight: float = 1.0   # the pose and contact terms' weight in a chain's continued rollouts
 
     def __post_init__(self) -> None:
         if self.skate_on not in SKATE_ON:
             raise KinemaError(f"train.skate_on must be one of {SKATE_ON}, got {self.skate_on!r}")
+        if self.free_chain < 1:
+            raise KinemaError(f"train.free_chain must be 1 or more, got {self.free_chain}")
 
 
 def resolve_clips(patterns: list[str], base: Path | None = None) -> list[Path]:
@@ -567,11 +570,8 @@ def motion_terms(db: Database, retriever: Retriever, r, s: TrainSettings, floor:
     if s.stride_weight > 0:
         out["stride"] = stride_loss(db, raw, true)
     if s.path_weight > 0:
-        before = r.rows[:, 0] - 1
-        toes = yaw_rotate(db.root_directions[before][:, None], toe_positions(db, db.pose[before])) \
-            + db.root_positions[before][:, None] if s.planted else None
-        out["path"] = path_loss(db, raw, db.root_positions[before], db.root_directions[before], r.true_pos,
-                                r.true_dir, floor if s.planted else None, toes)
+        out["path"] = path_loss(db, raw, r.start_pos, r.start_dir, r.true_pos, r.true_dir,
+                                floor if s.planted else None, r.start_toes if s.planted else None)
     return out
 
 
@@ -594,19 +594,30 @@ def _used_terms(s: TrainSettings) -> dict:
 
 
 def rollout_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings, horizon: int, student: float,
-                 rng: np.random.Generator, detach_every: int | None, floor: float) -> torch.Tensor:
+                 rng: np.random.Generator, detach_every: int | None, floor: float, carry: Carry | None = None,
+                 chain: int = 1) -> tuple[torch.Tensor, Carry]:
+    """The loss of one batch of rollouts of ``horizon`` frames and the :class:`Carry` that
+    continues them: fresh rollouts from random rows (with room for ``chain`` rollouts in a
+    row), or, with ``carry``, the continuation of the last ones, whose pose and contact terms
+    count ``s.chain_pose_weight`` times (past the first rollout of a chain the model's phase
+    is its own, and the frame-by-frame pose error pulls it to the mean pose)."""
     db = retriever.db
-    starts = rollout_starts(db, clips, s.context + horizon + 1, s.batch, rng)
-    ex = retriever.exclusions(db.clip_of(starts))
+    if carry is None:
+        starts = rollout_starts(db, clips, s.context + chain * horizon + 1, s.batch, rng)
+        ex = retriever.exclusions(db.clip_of(starts))
+    else:
+        starts = ex = None
     r = rollout(model, retriever, db, starts, s.context, horizon, exclude=ex, rng=rng, student=student,
                 dropout=(s.drop_all, s.drop_each, s.drop_sequence), detach_every=detach_every, rigid=s.rigid,
-                planted=floor if s.planted else None)
+                planted=floor if s.planted else None, carry=carry)
     loss = pose_loss(r.pose, r.target, r.contact_logits, r.target_contacts, s.contact_weight,
                      pose_slice(db, "joint_positions"), s.position_weight)
+    if carry is not None:
+        loss = s.chain_pose_weight * loss
     weights = term_weights(s)
     for name, value in motion_terms(db, retriever, r, s, floor).items():
         loss = loss + weights[name] * value
-    return loss
+    return loss, r.carry
 
 
 @torch.no_grad()
@@ -731,6 +742,7 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
         for rec in history:
             on_validation(rec)
     t0 = time.time() - elapsed
+    carry = None   # where the free stage's chained rollouts stopped (train.free_chain)
     from tqdm import tqdm
     for step in tqdm(range(first, total), desc="train", leave=False, mininterval=5, initial=first, total=total):
         model.train()
@@ -741,9 +753,12 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
             elif stage == "scheduled":
                 u = (step - s.warmup) / max(s.scheduled - 1, 1)
                 h = int(round(s.horizon[0] + u * (s.horizon[1] - s.horizon[0])))
-                loss = rollout_loss(model, retriever, train_clips, s, h, u, rng, None, floor)
+                loss, _ = rollout_loss(model, retriever, train_clips, s, h, u, rng, None, floor)
             else:
-                loss = rollout_loss(model, retriever, train_clips, s, s.free_horizon, 1.0, rng, s.detach_every, floor)
+                if (step - s.warmup - s.scheduled) % s.free_chain == 0:
+                    carry = None   # a chain starts from the truth
+                loss, carry = rollout_loss(model, retriever, train_clips, s, s.free_horizon, 1.0, rng,
+                                           s.detach_every, floor, carry, s.free_chain)
             if stage != "warmup" and s.tf_mix > 0:   # keep the teacher-forced objective in the rollout stages
                 loss = loss + s.tf_mix * teacher_forced_loss(model, sampler, s, rng)
         except NonFiniteError as e:   # a rollout's poses blew up before the loss was formed
@@ -763,6 +778,7 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
             rec = {"epoch": epoch, "step": step + 1, "stage": stage, "train_loss": float(np.mean(running)),
                    "seconds": round(time.time() - t0, 1), **v}
             running = []
+            carry = None   # a chain ends at a validation, so a run resumed from here continues as this one
             history.append(rec)
             log(json.dumps(rec))
             key = selection_key(v, s)
