@@ -11,7 +11,11 @@ Stages (one set of weights):
    rollout; horizon ramps ``horizon[0] -> horizon[1]`` and the probability of feeding the
    model its own prediction ramps 0 -> 1; retrieval re-runs from the predictions.
 3. ``free`` steps: free-running rollouts of ``free_horizon`` frames with truncated BPTT
-   (``detach_every``), candidate dropout kept.
+   (``detach_every``), candidate dropout kept. With ``free_chain`` = n > 1, n steps in a
+   row continue the same rollouts (:class:`~kinema.control.retrieval.rollout.Carry`), so
+   the losses also read the states a model reaches only after n x ``free_horizon`` frames
+   of driving itself (its continued rollouts' pose terms count ``chain_pose_weight``
+   times); a chain also ends at each validation.
 
 Loss: normalised pose MSE + ``contact_weight`` x contact BCE + ``position_weight`` x the MSE of
 the joint-position columns; with ``tf_mix`` > 0 the stages 2 and 3 add that much of the
@@ -620,6 +624,50 @@ def rollout_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSetting
     return loss, r.carry
 
 
+CHAIN_BREAK_RMS = 10.0   # normalised units: a continued rollout this far from the data restarts from the truth
+
+
+def chain_length(s: TrainSettings, i: int) -> int:
+    """Rollouts in a row of the chain that starts at free-stage step ``i``: 1 at the start of
+    the free stage, growing linearly to ``s.free_chain`` at its half (a model fresh from the
+    scheduled stage drives itself off the data within seconds)."""
+    half = max(s.free // 2, 1)
+    return 1 + (s.free_chain - 1) * min(i, half) // half
+
+
+def free_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings, rng: np.random.Generator,
+              floor: float, carry: Carry | None, chain_left: int, i: int) -> tuple[torch.Tensor, Carry | None, int, int]:
+    """The loss of free-stage step ``i``: a continuation of ``carry`` while its chain has
+    ``chain_left`` rollouts to go, else fresh rollouts (:func:`rollout_loss`). A continued
+    rollout that goes non-finite, or whose last poses leave the data (RMS over
+    :data:`CHAIN_BREAK_RMS`), breaks the chain: the step is redone from the truth, or the
+    next one starts there. Returns (loss, carry, rollouts left in its chain, 1 if the
+    chain broke else 0)."""
+    if carry is None or chain_left == 0:
+        carry, n = None, chain_length(s, i)
+        chain_left = n - 1
+    else:
+        n, chain_left = 0, chain_left - 1
+    broke = 0
+    if carry is not None:
+        try:
+            loss, after = rollout_loss(model, retriever, clips, s, s.free_horizon, 1.0, rng, s.detach_every, floor,
+                                       carry)
+            if not torch.isfinite(loss):
+                raise NonFiniteError("a continued rollout's loss is not finite")
+        except NonFiniteError:
+            carry, broke, n = None, 1, chain_length(s, i)
+            chain_left = n - 1
+        else:
+            carry = after
+    if carry is None:
+        loss, carry = rollout_loss(model, retriever, clips, s, s.free_horizon, 1.0, rng, s.detach_every, floor,
+                                   None, n)
+    if chain_left and float(carry.prev.pow(2).mean(-1).sqrt().max()) > CHAIN_BREAK_RMS:
+        carry, chain_left, broke = None, 0, 1
+    return loss, carry, chain_left, broke
+
+
 @torch.no_grad()
 def validate(model, retriever: Retriever, val: Database, s: TrainSettings, floor: float) -> dict[str, float]:
     """Teacher-forced and free-running validation losses with retrieved and null candidates,
@@ -742,7 +790,7 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
         for rec in history:
             on_validation(rec)
     t0 = time.time() - elapsed
-    carry = None   # where the free stage's chained rollouts stopped (train.free_chain)
+    carry, chain_left, broken = None, 0, 0   # the free stage's chained rollouts (train.free_chain)
     from tqdm import tqdm
     for step in tqdm(range(first, total), desc="train", leave=False, mininterval=5, initial=first, total=total):
         model.train()
@@ -755,10 +803,9 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
                 h = int(round(s.horizon[0] + u * (s.horizon[1] - s.horizon[0])))
                 loss, _ = rollout_loss(model, retriever, train_clips, s, h, u, rng, None, floor)
             else:
-                if (step - s.warmup - s.scheduled) % s.free_chain == 0:
-                    carry = None   # a chain starts from the truth
-                loss, carry = rollout_loss(model, retriever, train_clips, s, s.free_horizon, 1.0, rng,
-                                           s.detach_every, floor, carry, s.free_chain)
+                loss, carry, chain_left, broke = free_loss(model, retriever, train_clips, s, rng, floor, carry,
+                                                           chain_left, step - s.warmup - s.scheduled)
+                broken += broke
             if stage != "warmup" and s.tf_mix > 0:   # keep the teacher-forced objective in the rollout stages
                 loss = loss + s.tf_mix * teacher_forced_loss(model, sampler, s, rng)
         except NonFiniteError as e:   # a rollout's poses blew up before the loss was formed
@@ -777,6 +824,8 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
             epoch = len(history) + 1
             rec = {"epoch": epoch, "step": step + 1, "stage": stage, "train_loss": float(np.mean(running)),
                    "seconds": round(time.time() - t0, 1), **v}
+            if s.free_chain > 1:
+                rec["chains_broken"] = broken
             running = []
             carry = None   # a chain ends at a validation, so a run resumed from here continues as this one
             history.append(rec)
