@@ -457,6 +457,39 @@ def test_stride_loss_charges_a_glide_the_energy_term_averages_away(games105_db):
     assert torch.isfinite(g.grad).all() and g.grad.abs().sum() > 0
 
 
+def test_posture_loss_charges_a_sink_not_the_gait(games105_db):
+    """The training's posture term (``train.posture_weight``): 0 for the truth, small for the
+    truth 20 frames late (the hips bob with the gait, a second's mean hardly), and large for
+    the truth whose whole body sinks to half its height over the second of two seconds (the
+    slow crouch seen in the crowd); charged from the hips alone, with a gradient there."""
+    import torch
+
+    from kinema.control.retrieval.metrics import pose_slice
+    from kinema.control.retrieval.training import posture_loss
+
+    db = games105_db
+    sec = int(round(db.fps))
+    rows, true, _, _ = _windows(db, 2 * sec + 1, 40)
+    t = torch.as_tensor(true)
+    late = torch.as_tensor(db.pose[rows - 20])
+    sink = t.clone()
+    cols = pose_slice(db, "joint_positions")
+    pos = sink[..., cols].reshape(t.shape[0], t.shape[1], -1, 3)
+    pos[:, sec:, :, 1] *= torch.linspace(1.0, 0.5, t.shape[1] - sec)[None, :, None]
+    sink[..., cols] = pos.reshape(t.shape[0], t.shape[1], -1)
+    assert float(posture_loss(db, t, t)) == 0.0
+    assert float(posture_loss(db, late, t)) < 0.005
+    assert float(posture_loss(db, sink, t)) > 10 * float(posture_loss(db, late, t))
+    assert float(posture_loss(db, sink, t)) > 0.02
+    g = sink.clone().requires_grad_(True)
+    posture_loss(db, g, t).backward()
+    hips = cols.start + 3 * db.roles["hips"] + 1
+    assert float(g.grad[..., hips].abs().sum()) > 0
+    other = g.grad.clone()
+    other[..., hips] = 0.0
+    assert float(other.abs().sum()) == 0.0
+
+
 def test_a_carried_rollout_continues_the_rollout_it_carries(games105_db, games105_retriever):
     """A rollout of 24 frames continued by its :class:`Carry` for 24 more is, frame by frame,
     the rollout of 48 (poses, roots, target rows; deterministic retrieval), so a training

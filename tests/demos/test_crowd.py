@@ -38,6 +38,8 @@ def test_headless_crowd_writes_per_character_metrics(tmp_path, sample_data, cont
     travelled = np.array([c["travelled_m"] for c in per])
     assert travelled.min() > 0.5 and np.ptp(travelled) > 0.05        # everyone moved, each its own way
     assert m["root_error_m"] < 1.0 and m["step_ms"]["median"] > 0
+    assert m["lowest_hips"] == min(c["lowest_hips"] for c in per)
+    assert m["fallen"] == sum(c["lowest_hips"] < 0.5 for c in per)
     if m["video"] is not None:
         import imageio.v2 as imageio
         with imageio.get_reader(m["video"]) as reader:

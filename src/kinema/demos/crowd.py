@@ -15,11 +15,15 @@ in a database row of its own where the data stands upright for the next seconds
 (:func:`kinema.matching.database.upright_rows`): the sample model's database also holds falls, getting up and
 crawling (LaFAN1's ``fallAndGetUp``, ``pushAndFall``, ``obstacles``), and a character
 started in one of those rows lay on the floor or tumbled in the first frames (a crowd's
-character steps exactly as it would alone: nothing is shared between characters).
+character steps exactly as it would alone: nothing is shared between characters). For the
+same reason every search, of either controller, returns only such rows
+(:func:`kinema.matching.database.upright_mask`; ``--any-pose``: every row), as in the
+matching and locomotion demos: a stick that swings round must not retrieve a fall.
 ``metrics.json`` holds the step time (ms per crowd step, steps per second) and, per
 character, the root error against its simulated trajectory, the heading error, the distance
 travelled, the foot skating (horizontal toe speed while the controller says the toe is in
-contact) and whether every pose stayed finite.
+contact), whether every pose stayed finite and its lowest hips height as a share of the
+data's standing height (``fallen``: how many went below :data:`FALLEN`, i.e. lay down).
 """
 from __future__ import annotations
 
@@ -31,10 +35,11 @@ import numpy as np
 
 from kinema.control.trajectory import TrajectoryController
 from kinema.errors import KinemaError
-from kinema.matching.database import upright_rows
+from kinema.matching.database import upright_mask, upright_rows
 
 DESCRIPTION = "a crowd: N characters on their own scripted sticks, one batched controller (metrics, MP4)"
 OUT, FRAMES, RENDER_EVERY = "out/demo_crowd", 600, 2
+FALLEN = 0.5   # hips below this share of the data's standing height: the character lies on the floor
 MODEL = Path(__file__).resolve().parents[3] / "models" / "retrieval_lafan1.safetensors"
 CONTROLLERS = ("retrieval", "matching")
 COLOURS = ((0.85, 0.55, 0.35, 1.0), (0.35, 0.55, 0.85, 1.0), (0.45, 0.75, 0.4, 1.0), (0.8, 0.75, 0.35, 1.0))
@@ -48,6 +53,12 @@ def crowd_sticks(t: float, seeds: np.ndarray) -> np.ndarray:
     push = 0.55 + 0.45 * np.sin(0.6 * t + 2 * np.pi * seeds[:, 2])
     moving = (t + 8.0 * seeds[:, 3]) % 8.0 < 6.5
     return np.stack([np.sin(heading), np.cos(heading)], -1) * (push * moving)[:, None]
+
+
+def standing_hips(db) -> float:
+    """The data's standing hips height (m): the median root-space hips height of the rows."""
+    from kinema.control.retrieval.metrics import joint_positions
+    return float(np.median(joint_positions(db, db.pose)[:, db.roles["hips"], 1]))
 
 
 def grid(n: int, spacing: float) -> np.ndarray:
@@ -69,10 +80,12 @@ class CrowdProgram:
         checkpoint: the retrieval checkpoint.
         spacing: metres between start positions.
         seed: seeds the start rows (among :func:`~kinema.matching.database.upright_rows`) and the sticks.
+        upright: searches return only :func:`~kinema.matching.database.upright_mask` rows
+            (False: every row).
     """
 
     def __init__(self, db, count: int, controller: str = "retrieval", checkpoint: Path = MODEL,
-                 spacing: float = 2.5, seed: int = 0):
+                 spacing: float = 2.5, seed: int = 0, upright: bool = True):
 
         if controller not in CONTROLLERS:
             raise KinemaError(f"unknown crowd controller {controller!r}; choose from {CONTROLLERS}")
@@ -85,14 +98,17 @@ class CrowdProgram:
         self.start_rows = rows = rng.choice(upright_rows(db), count)   # (N,) each character's first pose
         yaw = 2 * np.pi * self.seeds[:, 0]
         facing = np.stack([np.sin(yaw), np.zeros(count), np.cos(yaw)], -1)
+        mask = upright_mask(db) if upright else None
+        self.upright = mask is not None
         if controller == "retrieval":
             from kinema.control.retrieval.controller import RetrievalCrowd
-            self.ctl = RetrievalCrowd(checkpoint, db, count, start_row=rows, phase=np.arange(count) % 6)
+            self.ctl = RetrievalCrowd(checkpoint, db, count, start_row=rows, phase=np.arange(count) % 6,
+                                      search_mask=mask)
             self.ctl.reset(rows, start.astype(np.float32), facing.astype(np.float32))
             self.traj = self.ctl.trajectory
         else:   # the controller owns its springs
             from kinema.control.matching import MotionMatchingController
-            self.ctl = MotionMatchingController(db, start_frame=rows, batch=count)
+            self.ctl = MotionMatchingController(db, start_frame=rows, batch=count, search_mask=mask)
             self.ctl.trajectory = self.traj = TrajectoryController(self.ctl.control, start, yaw, batch=count)
             self.ctl.root_position, self.ctl.root_direction = start, facing
         self.parents = np.asarray(db.parents)
@@ -102,8 +118,9 @@ class CrowdProgram:
         self.view = None                 # the camera framing the crowd
         self.contacts = np.zeros((count, 2), bool)
         self._bones = None
+        self.standing = standing_hips(db)
         self.records = {"step_s": [], "root_error": [], "heading_error": [], "root": [], "skate": [],
-                        "skate_n": np.zeros(count), "finite": np.ones(count, bool)}
+                        "skate_n": np.zeros(count), "finite": np.ones(count, bool), "hips": np.full(count, np.inf)}
 
     # -- stepping --------------------------------------------------------------------------
     def update(self, dt: float) -> None:
@@ -128,6 +145,7 @@ class CrowdProgram:
     def _record(self, pos, root, facing, contacts, sim, dt) -> None:
         r = self.records
         r["finite"] &= np.isfinite(pos).all((1, 2))
+        r["hips"] = np.minimum(r["hips"], pos[:, self.db.roles["hips"], 1])
         r["root_error"].append(np.linalg.norm((root - sim.position)[:, [0, 2]], axis=-1))
         cos = np.clip((facing * sim.direction).sum(-1), -1.0, 1.0)
         r["heading_error"].append(np.degrees(np.arccos(cos)))
@@ -186,18 +204,22 @@ class CrowdProgram:
         roots = np.stack(r["root"])
         travelled = np.linalg.norm(np.diff(roots, axis=0), axis=-1).sum(0) if len(roots) > 1 else np.zeros(self.count)
         skate = (np.stack(r["skate"]).sum(0) / np.maximum(r["skate_n"], 1) * 100) if r["skate"] else np.zeros(self.count)
+        low = r["hips"] / self.standing
         per = [{"character": i, "root_error_m": float(err[:, i].mean()), "heading_error_deg": float(head[:, i].mean()),
-                "travelled_m": float(travelled[i]), "foot_skate_cm_s": float(skate[i]), "finite": bool(r["finite"][i])}
+                "travelled_m": float(travelled[i]), "foot_skate_cm_s": float(skate[i]), "finite": bool(r["finite"][i]),
+                "lowest_hips": float(low[i])}
                for i in range(self.count)]
         return {"controller": self.kind, "count": self.count, "frames": len(step),
-                "database": self.db.fingerprint,
+                "database": self.db.fingerprint, "upright_search": self.upright,
                 "step_ms": {"mean": 1000 * float(step.mean()), "median": 1000 * float(np.median(step)),
                             "max": 1000 * float(step.max())},
                 "steps_per_s": float(1.0 / np.median(step)), "us_per_character": 1e6 * float(np.median(step)) / self.count,
                 "all_finite": bool(r["finite"].all()),
                 "root_error_m": float(err.mean()), "heading_error_deg": float(head.mean()),
                 "travelled_m": {"mean": float(travelled.mean()), "min": float(travelled.min())},
-                "foot_skate_cm_s": float(skate.mean()), "characters": per}
+                "foot_skate_cm_s": float(skate.mean()),
+                # world hips height over the data's standing (median) one: below FALLEN a character lies down
+                "lowest_hips": float(low.min()), "fallen": int((low < FALLEN).sum()), "characters": per}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -208,6 +230,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where the checkpoint's rebuilt database is cached")
     parser.add_argument("--spacing", type=float, default=2.5, help="metres between start positions")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--any-pose", action="store_true",
+                        help="search every row (default: only rows that stay standing, walking or running)")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads (1: a second only adds synchronisation on a busy machine)")
 
@@ -222,11 +246,13 @@ def programs(args: argparse.Namespace) -> list[tuple[str, CrowdProgram]]:
     db.search(db.features[:1], k=4)   # build the index and compile the search before any timing
     print(f"demo crowd: {args.count} characters, {args.controller} controller, database {db.fingerprint} "
           f"({db.rows} rows)")
-    return [("crowd", CrowdProgram(db, args.count, args.controller, args.checkpoint, args.spacing, args.seed))]
+    return [("crowd", CrowdProgram(db, args.count, args.controller, args.checkpoint, args.spacing, args.seed,
+                                      upright=not args.any_pose))]
 
 
 def report(m: dict) -> str:
     return (f"{m['count']} characters x {m['frames']} frames ({m['controller']}): {m['step_ms']['median']:.1f} ms "
             f"per crowd step ({m['steps_per_s']:.0f} steps/s, {m['us_per_character']:.0f} us per character), "
             f"root error {m['root_error_m']:.3f} m, heading error {m['heading_error_deg']:.1f} deg, "
-            f"travelled {m['travelled_m']['mean']:.1f} m each, all finite: {m['all_finite']}")
+            f"travelled {m['travelled_m']['mean']:.1f} m each, all finite: {m['all_finite']}, "
+            f"fallen: {m['fallen']} (lowest hips {m['lowest_hips']:.2f} of standing)")

@@ -419,6 +419,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="do not pull the character's root toward the simulation object")
     parser.add_argument("--no-foot-lock", action="store_true",
                         help="draw and measure the controllers' poses without foot locking")
+    parser.add_argument("--any-pose", action="store_true",
+                        help="search every database row (default: only rows that stay standing, walking or running)")
 
 
 def style_schedule(styles: list[str], every: int):
@@ -458,7 +460,10 @@ def programs(args: argparse.Namespace) -> list[tuple[str, Locomotion]]:
     # One character steps batch-1 matrices: a second intra-op thread only adds synchronisation
     # (measured: 16 ms per frame with 2 threads on a busy 2-core machine, 1 ms with 1).
     torch.set_num_threads(1)
-    ctl = RetrievalController(checkpoint, db, baseline)
+    from kinema.matching.database import upright_mask
+    mask = None if args.any_pose else upright_mask(db)
+    ctl = RetrievalController(checkpoint, db, baseline, search_mask=mask)
+    args.upright_search = mask is not None
     character = database_skin(db, args.character)
     args.checkpoint, args.baseline = str(checkpoint), None if baseline is None else str(baseline)
     args.database, args.skinned = db.fingerprint, character is not None
@@ -531,7 +536,7 @@ def summary(args: argparse.Namespace, runs: dict[str, dict]) -> dict:
                                                              "clamp_m": controller.ADJUST_CLAMP},
            "foot_lock": None if args.no_foot_lock else {"unlock_radius_m": footlock.UNLOCK_RADIUS,
                                                           "halflife_s": footlock.HALFLIFE},
-           "database": args.database, "frames": args.frames, "track": TRACK,
+           "database": args.database, "upright_search": args.upright_search, "frames": args.frames, "track": TRACK,
            "character": "skinned" if args.skinned else None, "character_file": args.character_file,
            "retargeted": args.retargeted, "controllers": runs}
     if "styles" in runs:

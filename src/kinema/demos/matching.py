@@ -182,17 +182,14 @@ class MatchingProgram:
 
     def __init__(self, db, foot_lock: bool, track_frames: int | None, skin: Skin | None = None,
                  upright: bool = True) -> None:
-        from kinema.matching.database import upright_rows  # numba/scipy-backed: imported with the database
+        from kinema.matching.database import upright_mask  # numba/scipy-backed: imported with the database
 
         self.db, self.foot_lock, self.track_frames, self.skin = db, foot_lock, track_frames, skin
-        rows = upright_rows(db) if upright else np.arange(db.rows)
-        if not len(rows):   # a database of short clips: no row stays upright for long enough
-            rows = np.arange(db.rows)
-        mask = np.zeros(db.rows, bool)
-        mask[rows] = True
-        self.upright = bool(upright and not mask.all())
+        mask = upright_mask(db) if upright else None   # None: every row (also where no row stays upright)
+        self.upright = mask is not None
+        start = 0 if mask is None else int(np.flatnonzero(mask)[0])
         self.controller = MotionMatchingController(db, config=MatchingConfig(foot_lock=foot_lock, unlock_radius=0.3),
-                                                   start_frame=int(rows[0]), search_mask=mask)
+                                                   start_frame=start, search_mask=mask)
         self.actor = Actor(_skeleton(db))
         self.comp = MotionMatchingComponent(self.controller, self.actor, skin=skin)
         _ = db.index  # build the search structure before the clock starts

@@ -132,8 +132,7 @@ def upright_rows(db: Database, ahead: int = 240, band: float = 0.15) -> np.ndarr
     """Rows (R,) of ``db`` from which the hips stay within ``band`` (a share) of the
     database's median hips height (standing, walking, running) for the next ``ahead`` rows
     of the same clip: starts that are no fall, crawl, getting up or jump."""
-    a = next(lo for name, lo, _ in db.pose_layout if name == "joint_positions")
-    hips = db.pose[:, a + 3 * db.roles["hips"] + 1]     # root-space height: the root is on the floor
+    hips = _hips_height(db)
     off = np.abs(hips / np.median(hips) - 1.0) > band
     # an off row within the next `ahead` rows (cumulative count), or the clip ending before
     count = np.concatenate([[0], np.cumsum(off)])
@@ -141,6 +140,29 @@ def upright_rows(db: Database, ahead: int = 240, band: float = 0.15) -> np.ndarr
     clip = db.clip_of(rows)
     ok = (count[rows + ahead] - count[rows] == 0) & (rows + ahead <= db.ranges[clip, 1])
     return rows[ok]
+
+
+def upright_mask(db: Database, ahead: int = 240, band: float = 0.15) -> np.ndarray | None:
+    """(N,) bool search mask of the rows a locomotion controller may retrieve or play, so
+    that neither a released stick nor a sudden one lands it in a fall, a crawl or a crouch
+    of the data: rows from which the hips stay within ``band`` of the median hips height for
+    the next ``ahead`` rows or to the end of their clip (unlike :func:`upright_rows`, a
+    start, a short clip's rows count). None where it would not restrict anything: every
+    row qualifies, or none does."""
+    off = np.abs(_hips_height(db) / np.median(_hips_height(db)) - 1.0) > band
+    count = np.concatenate([[0], np.cumsum(off)])
+    rows = np.arange(db.rows)
+    stop = np.minimum(rows + ahead, db.ranges[db.clip_of(rows), 1])
+    mask = count[stop] - count[rows] == 0
+    if mask.all() or not mask.any():
+        return None
+    return mask
+
+
+def _hips_height(db: Database) -> np.ndarray:
+    """(N,) root-space hips height (m) of every row: the root is on the floor."""
+    a = next(lo for name, lo, _ in db.pose_layout if name == "joint_positions")
+    return db.pose[:, a + 3 * db.roles["hips"] + 1]
 
 
 

@@ -44,6 +44,7 @@ from kinema.errors import KinemaError
 from kinema.features.normalisation import Normaliser
 from kinema.features.root import yaw_rotate
 from kinema.matching.database import Database, pose_to_world
+from kinema.matching.search import Exclusion
 from kinema.maths import angles
 from kinema.nn.checkpoint import load_checkpoint
 
@@ -77,6 +78,9 @@ class RetrievalCrowd:
             root motion; False: the pose's root motion alone; None: as the checkpoint was
             trained (its ``train.planted``).
         control: the trajectory springs' speeds and halflives (None: the defaults).
+        search_mask: (N,) bool, the database rows the candidate search may return (None:
+            every row); the demos pass :func:`kinema.matching.database.upright_mask`, so the
+            candidates a stick retrieves are never a fall, a crawl or a crouch of the data.
 
     State (numpy, one row per character): ``poses`` (B, P) raw pose vectors, ``root_pos``
     and ``root_dir`` (B, 3) float32 roots on the floor, ``contacts`` (B, 2) toe contacts;
@@ -86,7 +90,7 @@ class RetrievalCrowd:
     def __init__(self, checkpoint: str | Path, db: Database, batch: int = 1, baseline: str | Path | None = None,
                  start_row: int | np.ndarray = 0, mode: str = "retrieval", rigid: bool = True,
                  phase: np.ndarray | None = None, planted: bool | None = None,
-                 control: ControlConfig | None = None):
+                 control: ControlConfig | None = None, search_mask: np.ndarray | None = None):
         if batch < 1:
             raise KinemaError(f"a crowd needs at least one character, got batch={batch}")
         self.model, meta = load_checkpoint(checkpoint)
@@ -100,7 +104,7 @@ class RetrievalCrowd:
         self.db = db
         self.batch = int(batch)
         self.norm = Normaliser.from_json(meta["normalisation"]["pose"])
-        self.retriever = Retriever.for_checkpoint(db, self.norm, meta)
+        self.retriever = Retriever.for_checkpoint(db, self.norm, meta, mask=search_mask)
         if mode not in MODES:
             raise KinemaError(f"unknown controller mode {mode!r}; choose from {MODES}")
         self.mode = mode
@@ -160,7 +164,8 @@ class RetrievalCrowd:
         if self.mode == "matching":
             due = np.ones(b, bool) if self.played is None else (self.frame + self.phase) % self.retriever.refresh == 0
             if due.any():
-                idx, _ = self.db.search(query(self.retriever, self.poses[due], ctrl[due]), 1)
+                idx, _ = self.db.search(query(self.retriever, self.poses[due], ctrl[due]), 1,
+                                        Exclusion(mask=self.retriever.mask))
                 if self.played is None:
                     self.played = np.zeros(b, np.int64)
                 self.played[due] = idx[:, 0]
@@ -235,9 +240,10 @@ class RetrievalController:
 
     def __init__(self, checkpoint: str | Path, db: Database, baseline: str | Path | None = None,
                  start_row: int = 0, mode: str = "retrieval", rigid: bool = True, phase: int = 0,
-                 planted: bool | None = None, control: ControlConfig | None = None):
+                 planted: bool | None = None, control: ControlConfig | None = None,
+                 search_mask: np.ndarray | None = None):
         self.crowd = RetrievalCrowd(checkpoint, db, 1, baseline, start_row, mode, rigid, phase=np.array([phase]),
-                                    planted=planted, control=control)
+                                    planted=planted, control=control, search_mask=search_mask)
 
     def __getattr__(self, name: str):
         # model, base, db, norm, retriever, mode, rigid, state, base_state, frame, stream: the crowd's

@@ -265,7 +265,9 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     poses have their joint positions rebuilt from their rotations, as the runtime draws them
     (:func:`kinema.control.retrieval.pose.rigid_pose`; False scores the networks' raw
     positions); ``scenarios``: also drive the runtime controller with these scripted sticks
-    (:mod:`kinema.control.retrieval.scenarios`) for ``scenario_frames`` frames each;
+    (:mod:`kinema.control.retrieval.scenarios`) for ``scenario_frames`` frames each, its
+    searches (and motion matching's) restricted to :func:`kinema.matching.database.upright_mask`
+    as in the demos;
     ``foot_lock``: also score every free-running method's skating after the runtime foot
     lock (``foot_skate_locked_cm_s``, :func:`kinema.control.retrieval.metrics.locked_world_toes`,
     each method locked on its own contact labels as its runtime is: the networks' predicted
@@ -381,13 +383,18 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
                                      planted=plant)
     if scenarios is not None:
         from kinema.control.retrieval.scenarios import database_stride_ratio, run_scenarios
+        from kinema.matching.database import upright_mask
         names = list(scenarios) or None
-        ctl = RetrievalController(checkpoint, db, rigid=rigid, planted=planted)
+        # searches restricted to the rows that stay on their feet, as in the demos (None for
+        # databases where every row, or none, does)
+        mask = upright_mask(db)
+        ctl = RetrievalController(checkpoint, db, rigid=rigid, planted=planted, search_mask=mask)
         out["scenarios"] = run_scenarios(ctl, names, scenario_frames)
         # motion matching through the same runtime (springs, adjustment, foot lock, root
-        # rule) on the same sticks: the baseline a user would otherwise run
-        ctl = RetrievalController(checkpoint, db, mode="matching", rigid=rigid, planted=planted)
+        # rule, search mask) on the same sticks: the baseline a user would otherwise run
+        ctl = RetrievalController(checkpoint, db, mode="matching", rigid=rigid, planted=planted, search_mask=mask)
         out["scenarios_motion_matching"] = run_scenarios(ctl, names, scenario_frames)
+        out["scenarios_upright_search"] = mask is not None
         out["database_stride_ratio"] = database_stride_ratio(db)
     return out
 

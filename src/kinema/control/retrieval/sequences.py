@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kinema.errors import KinemaError
 from kinema.features.normalisation import Normaliser
 from kinema.matching.database import Database
 from kinema.matching.search import Exclusion
@@ -34,11 +35,18 @@ class Retriever:
         groups: (C,) a group id per database clip (e.g. the actor): a training query then
             excludes every clip of its own group, not only its clip and mirror twin (None:
             each clip and its twin are a group).
+        mask: (N,) bool, the rows a search may return (None: every row), e.g.
+            :func:`kinema.matching.database.upright_mask` at runtime.
     """
 
     def __init__(self, db: Database, norm: Normaliser, k: int = 4, top: int = 16, tau: float = 0.5,
-                 refresh: int = 6, groups: np.ndarray | None = None):
+                 refresh: int = 6, groups: np.ndarray | None = None, mask: np.ndarray | None = None):
         self.db, self.norm, self.k, self.top, self.tau, self.refresh = db, norm, k, max(top, k), tau, refresh
+        if mask is not None:
+            mask = np.asarray(mask, bool)
+            if mask.shape != (db.rows,) or not mask.any():
+                raise KinemaError(f"a search mask must be ({db.rows},) bool with a True row, got {mask.shape}")
+        self.mask = mask
         self.excluded = _exclusion_table(db, groups)
         self.poses_n = norm.normalise(db.pose)
         succ = db.successor(np.arange(db.rows))
@@ -60,7 +68,7 @@ class Retriever:
                ) -> tuple[np.ndarray, np.ndarray]:
         """Top rows (Q, top) and costs of normalised queries (Q, 27); ``exclude_clips``
         (Q, M) clip ids each query may not retrieve (-1 pads)."""
-        ex = Exclusion(clip_end=1, clips=exclude_clips) if exclude_clips is not None else Exclusion(clip_end=1)
+        ex = Exclusion(clip_end=1, clips=exclude_clips, mask=self.mask)
         idx, cost = self.db.search(features_n, self.top, ex)
         bad = idx < 0
         if bad.any():  # fewer rows allowed than asked: repeat the best

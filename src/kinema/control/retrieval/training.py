@@ -32,7 +32,10 @@ actor, which the pose MSE rewards past the first second); with ``accel_weight`` 
 much of :func:`accel_loss` (the same for joint acceleration: a jittering rollout pays for
 accelerating more than the actor); with ``path_weight`` > 0 that much of :func:`path_loss`
 (the rollout's root, integrated from its predicted root motion, against the clip's: what
-the control metrics read, with gradients through the integration). The checkpoint is selected on the free-running
+the control metrics read, with gradients through the integration); ``stride_weight`` and
+``posture_weight`` charge each second of a rollout whose toes move slower than the actor's
+(:func:`stride_loss`, the glide) or whose hips sit lower or higher (:func:`posture_loss`,
+the slow sink into a crouch seen in the crowd). The checkpoint is selected on the free-running
 validation loss plus each trained term's weight times its validation value
 (:func:`selection_key`).
 
@@ -128,6 +131,7 @@ class TrainSettings:
     energy_weight: float = 0.0
     accel_weight: float = 0.0
     stride_weight: float = 0.0   # the toes' character-space speed per second of rollout against the truth's
+    posture_weight: float = 0.0  # the hips' height per second of rollout against the truth's (sinking, falling)
     path_weight: float = 0.0
     planted: bool = False     # rollouts move their roots by the planted-foot rule, as the runtime may
     free_chain: int = 1       # free-stage steps in a row that continue the same rollouts (1: each starts from the truth)
@@ -523,16 +527,34 @@ def stride_loss(db: Database, pose: torch.Tensor, target: torch.Tensor) -> torch
     down while its root follows the path (the glide) pays for every second it glides,
     which the whole-body, whole-rollout :func:`energy_loss` averages away. Differentiable."""
     toes = [db.roles["left_toe"], db.roles["right_toe"]]
-    sec = max(2, int(round(db.fps)))
-    h = (pose.shape[1] - 1) // sec * sec
-    if h < sec:                    # a rollout shorter than a second is one segment
-        h = sec = pose.shape[1] - 1
 
     def speed(p: torch.Tensor) -> torch.Tensor:
-        v = _joint_steps(_joint_positions(db, p)[:, :h + 1, toes]).mean(-1) * 100.0 * db.fps   # (B, h)
-        return v.reshape(v.shape[0], -1, sec).mean(-1)
+        return _second_means(db, _joint_steps(_joint_positions(db, p)[:, :, toes]).mean(-1) * 100.0 * db.fps)
 
     return _log_ratio_loss(speed(pose), speed(target), 1.0)
+
+
+def _second_means(db: Database, v: torch.Tensor) -> torch.Tensor:
+    """(B, S) means of per-frame values (B, N) over each whole second (a rollout shorter
+    than a second is one segment; the frames past the last whole second are left out)."""
+    sec = max(2, int(round(db.fps)))
+    h = v.shape[1] // sec * sec
+    if h < sec:
+        h = sec = v.shape[1]
+    return v[:, :h].reshape(v.shape[0], -1, sec).mean(-1)
+
+
+def posture_loss(db: Database, pose: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Mean over rollouts and over each second of them of the squared difference between
+    the hips' mean character-space height (the root is on the floor) of raw predicted and
+    true pose vectors (B, H, P) in that second, as a share of the truth's mean hips height:
+    a rollout that sinks into a crouch (or below the floor) while the actor stands or walks
+    pays for every second it sinks, whatever its phase; about 0.2 when the hips sit at
+    half the actor's height. Differentiable."""
+    hips = db.roles["hips"]
+    pred = _second_means(db, _joint_positions(db, pose)[:, :, hips, 1])
+    true = _second_means(db, _joint_positions(db, target)[:, :, hips, 1])
+    return (((pred - true) / true.mean().detach().clamp(min=1e-2)) ** 2).mean()
 
 
 def _raw(retriever: Retriever, pose_n: torch.Tensor) -> torch.Tensor:
@@ -573,6 +595,8 @@ def motion_terms(db: Database, retriever: Retriever, r, s: TrainSettings, floor:
         out["accel"] = accel_loss(db, raw, true)
     if s.stride_weight > 0:
         out["stride"] = stride_loss(db, raw, true)
+    if s.posture_weight > 0:
+        out["posture"] = posture_loss(db, raw, true)
     if s.path_weight > 0:
         out["path"] = path_loss(db, raw, r.start_pos, r.start_dir, r.true_pos, r.true_dir,
                                 floor if s.planted else None, r.start_toes if s.planted else None)
@@ -582,7 +606,7 @@ def motion_terms(db: Database, retriever: Retriever, r, s: TrainSettings, floor:
 def term_weights(s: TrainSettings) -> dict[str, float]:
     """Weight of each rollout term of :func:`motion_terms`."""
     return {"skate": s.skate_weight, "energy": s.energy_weight, "accel": s.accel_weight, "path": s.path_weight,
-            "stride": s.stride_weight}
+            "stride": s.stride_weight, "posture": s.posture_weight}
 
 
 def _used_terms(s: TrainSettings) -> dict:
