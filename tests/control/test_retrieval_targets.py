@@ -84,3 +84,23 @@ def test_a_gliding_character_fails_the_stride_and_scenario_skating_targets(resul
     shuffling = copy.deepcopy(stepping)                     # the idle stick asks for no path
     shuffling["scenarios"]["idle"].update(stride_ratio=0.1, foot_skate_cm_s=500.0)
     assert _row(shuffling, "scenario skating vs motion matching")["passed"] is True
+
+
+def test_one_fallen_crowd_character_fails_the_crowd_target(result):
+    """The crowd target reads the evaluation's ``crowd`` (64 characters on wandering sticks):
+    one character lying down fails it, as does a head below the hips; none passes; a result
+    without a crowd has no such row."""
+    crowd = {"characters": 64, "frames": 600, "seconds": 10.0, "finite": True, "fallen": 0, "sunk": 3,
+             "lowest_hips": 0.6, "head_above_hips": True}
+    ok = copy.deepcopy(result)
+    ok["crowd"] = crowd
+    assert _row(ok, "crowd on its feet")["passed"] is True
+    one = copy.deepcopy(ok)
+    one["crowd"].update(fallen=1, lowest_hips=0.3)
+    assert _row(one, "crowd on its feet")["passed"] is False
+    head = copy.deepcopy(ok)
+    head["crowd"]["head_above_hips"] = False
+    assert _row(head, "crowd on its feet")["passed"] is False
+    bare = copy.deepcopy(result)
+    bare.pop("crowd", None)
+    assert all(r["target"] != "crowd on its feet" for r in check_targets(bare))

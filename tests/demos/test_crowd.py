@@ -109,3 +109,35 @@ def test_the_lafan1_crowd_starts_and_stays_on_its_feet(shared_data):
         prog.step(1 / 60)
         hips.append(prog.ctl.world_pose()[1][:, db.roles["hips"], 1])
     assert np.min(hips) > 0.5 * standing, np.min(hips, axis=0)
+
+
+def test_run_crowd_counts_who_lies_down(shared_data):
+    """The evaluation's crowd check (``kinema.control.retrieval.scenarios.run_crowd``) on the
+    LaFAN1 database, through motion-matching playback: a character started where the data
+    lies on the floor (``fallAndGetUp``), searching every row, is counted as fallen; the
+    same crowd started on its feet and searching only the upright rows has no one fallen or
+    sunk (its rows keep the hips within 15% of standing)."""
+    import torch
+
+    from kinema.control.retrieval.controller import RetrievalCrowd
+    from kinema.control.retrieval.evaluate import cached_database
+    from kinema.control.retrieval.scenarios import SUNK, crowd_starts, run_crowd, standing_hips
+    from kinema.demos.crowd import MODEL
+    from kinema.matching.database import _hips_height, upright_mask
+
+    if not (shared_data / "lafan1").is_dir():
+        pytest.skip("lafan1 not in the shared data folder")
+    torch.set_num_threads(1)
+    db = cached_database(MODEL, Path.home() / ".cache" / "kinema")
+    seeds, rows = crowd_starts(db, 4)
+    clip = db.clip_names.index("fallAndGetUp2_subject2")
+    lo, hi = db.ranges[clip]
+    lying = lo + int(np.argmin(_hips_height(db)[lo:hi - 600]))
+    assert _hips_height(db)[lying] < 0.4 * standing_hips(db)
+    down = rows.copy()
+    down[3] = lying
+    r = run_crowd(RetrievalCrowd(MODEL, db, 4, start_row=down, mode="matching"), seeds, 30)
+    assert r["fallen"] >= 1 and r["lowest_hips"] < 0.5 and r["characters"] == 4 and r["finite"]
+    r = run_crowd(RetrievalCrowd(MODEL, db, 4, start_row=rows, mode="matching", search_mask=upright_mask(db)),
+                  seeds, 240)
+    assert r["fallen"] == 0 and r["sunk"] == 0 and r["lowest_hips"] > SUNK and r["head_above_hips"]

@@ -33,32 +33,16 @@ from pathlib import Path
 
 import numpy as np
 
+from kinema.control.retrieval.scenarios import FALLEN, crowd_starts, crowd_sticks, standing_hips
 from kinema.control.trajectory import TrajectoryController
 from kinema.errors import KinemaError
-from kinema.matching.database import upright_mask, upright_rows
+from kinema.matching.database import upright_mask
 
 DESCRIPTION = "a crowd: N characters on their own scripted sticks, one batched controller (metrics, MP4)"
 OUT, FRAMES, RENDER_EVERY = "out/demo_crowd", 600, 2
-FALLEN = 0.5   # hips below this share of the data's standing height: the character lies on the floor
 MODEL = Path(__file__).resolve().parents[3] / "models" / "retrieval_lafan1.safetensors"
 CONTROLLERS = ("retrieval", "matching")
 COLOURS = ((0.85, 0.55, 0.35, 1.0), (0.35, 0.55, 0.85, 1.0), (0.45, 0.75, 0.4, 1.0), (0.8, 0.75, 0.35, 1.0))
-
-
-def crowd_sticks(t: float, seeds: np.ndarray) -> np.ndarray:
-    """Sticks (N, 2) (x right, y forward) of N characters at time ``t`` seconds; ``seeds``
-    (N, 4) in [0, 1) make each script its own: start heading, turn rate, push phase and
-    stop phase. A character stops for 1.5 s of every 8."""
-    heading = 2 * np.pi * seeds[:, 0] + (seeds[:, 1] - 0.5) * 0.8 * t
-    push = 0.55 + 0.45 * np.sin(0.6 * t + 2 * np.pi * seeds[:, 2])
-    moving = (t + 8.0 * seeds[:, 3]) % 8.0 < 6.5
-    return np.stack([np.sin(heading), np.cos(heading)], -1) * (push * moving)[:, None]
-
-
-def standing_hips(db) -> float:
-    """The data's standing hips height (m): the median root-space hips height of the rows."""
-    from kinema.control.retrieval.metrics import joint_positions
-    return float(np.median(joint_positions(db, db.pose)[:, db.roles["hips"], 1]))
 
 
 def grid(n: int, spacing: float) -> np.ndarray:
@@ -92,10 +76,9 @@ class CrowdProgram:
         if count < 1:
             raise KinemaError(f"a crowd needs at least one character, got --count {count}")
         self.db, self.count, self.kind = db, int(count), controller
-        rng = np.random.default_rng(seed)
-        self.seeds = rng.random((count, 4))
+        self.seeds, rows = crowd_starts(db, count, seed)   # each character's stick and first pose (N,)
+        self.start_rows = rows
         start = grid(count, spacing)
-        self.start_rows = rows = rng.choice(upright_rows(db), count)   # (N,) each character's first pose
         yaw = 2 * np.pi * self.seeds[:, 0]
         facing = np.stack([np.sin(yaw), np.zeros(count), np.cos(yaw)], -1)
         mask = upright_mask(db) if upright else None

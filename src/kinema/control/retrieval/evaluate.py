@@ -267,7 +267,9 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     positions); ``scenarios``: also drive the runtime controller with these scripted sticks
     (:mod:`kinema.control.retrieval.scenarios`) for ``scenario_frames`` frames each, its
     searches (and motion matching's) restricted to :func:`kinema.matching.database.upright_mask`
-    as in the demos;
+    as in the demos, and a crowd of 64 on wandering sticks for 10 s
+    (:func:`kinema.control.retrieval.scenarios.run_crowd`, ``crowd`` and
+    ``crowd_motion_matching``);
     ``foot_lock``: also score every free-running method's skating after the runtime foot
     lock (``foot_skate_locked_cm_s``, :func:`kinema.control.retrieval.metrics.locked_world_toes`,
     each method locked on its own contact labels as its runtime is: the networks' predicted
@@ -395,8 +397,19 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
         ctl = RetrievalController(checkpoint, db, mode="matching", rigid=rigid, planted=planted, search_mask=mask)
         out["scenarios_motion_matching"] = run_scenarios(ctl, names, scenario_frames)
         out["scenarios_upright_search"] = mask is not None
+        # a crowd on wandering sticks (kinema demo crowd's): does anyone lie down or sink?
+        from kinema.control.retrieval.controller import RetrievalCrowd
+        from kinema.control.retrieval.scenarios import crowd_starts, run_crowd
+        seeds, rows = crowd_starts(db, CROWD_COUNT)
+        for key, mode in (("crowd", "retrieval"), ("crowd_motion_matching", "matching")):
+            crowd = RetrievalCrowd(checkpoint, db, CROWD_COUNT, start_row=rows, mode=mode, rigid=rigid, planted=planted,
+                                   phase=np.arange(CROWD_COUNT) % 6, search_mask=mask)
+            out[key] = run_crowd(crowd, seeds, CROWD_FRAMES)
         out["database_stride_ratio"] = database_stride_ratio(db)
     return out
+
+
+CROWD_COUNT, CROWD_FRAMES = 64, 600   # the scenarios' crowd: 64 characters for 10 s
 
 
 def ground_truth_summary(truth: dict[str, np.ndarray]) -> dict[str, float]:

@@ -20,6 +20,13 @@ its path; ``stride_ratio``, how fast the toes move in character space for each m
 second the root moves (:func:`stride_ratio`; the database's own is
 :func:`database_stride_ratio`): a character that glides with still legs while its root
 follows the stick scores near 0, one whose legs carry it about the data's ratio.
+
+:func:`run_crowd` is the other robustness check: a crowd of characters (64 by default), each
+on its own wandering stick (:func:`crowd_sticks`, as ``kinema demo crowd`` drives them), from
+rows where the data stands, for 10 s: how many lie down (hips below :data:`FALLEN` of the
+data's standing height) or sink into a crouch (below :data:`SUNK`). One scripted stick
+decides nothing: a character that sinks when its stick slows in one of 64 wanderings is
+what a user of the crowd demo sees.
 """
 from __future__ import annotations
 
@@ -189,3 +196,57 @@ def run_scenarios(ctl, names=None, frames: int = 3600, foot_lock: bool = True) -
         ctl.reset(0)
         out[name] = run_scenario(ctl, SCENARIOS[name], frames, foot_lock=foot_lock)
     return out
+
+
+FALLEN = 0.5   # hips below this share of the data's standing height: the character lies on the floor
+SUNK = 0.75    # ... below this: it has sunk into a crouch
+
+
+def crowd_sticks(t: float, seeds: np.ndarray) -> np.ndarray:
+    """Sticks (N, 2) (x right, y forward) of N characters at time ``t`` seconds; ``seeds``
+    (N, 4) in [0, 1) make each script its own: start heading, turn rate, push phase and
+    stop phase. A character stops for 1.5 s of every 8."""
+    heading = 2 * np.pi * seeds[:, 0] + (seeds[:, 1] - 0.5) * 0.8 * t
+    push = 0.55 + 0.45 * np.sin(0.6 * t + 2 * np.pi * seeds[:, 2])
+    moving = (t + 8.0 * seeds[:, 3]) % 8.0 < 6.5
+    return np.stack([np.sin(heading), np.cos(heading)], -1) * (push * moving)[:, None]
+
+
+def standing_hips(db: Database) -> float:
+    """The data's standing hips height (m): the median root-space hips height of the rows."""
+    return float(np.median(joint_positions(db, db.pose)[:, db.roles["hips"], 1]))
+
+
+def crowd_starts(db: Database, count: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(stick seeds (N, 4), start rows (N,)) of a crowd: rows where the data stands upright
+    for the next seconds (:func:`kinema.matching.database.upright_rows`; any row where none
+    does), drawn with ``seed``."""
+    from kinema.matching.database import upright_rows
+
+    rng = np.random.default_rng(seed)
+    seeds = rng.random((count, 4))
+    rows = upright_rows(db)
+    return seeds, rng.choice(rows if len(rows) else np.arange(db.rows), count)
+
+
+def run_crowd(crowd, seeds: np.ndarray, frames: int = 600, fps: float = 60.0) -> dict:
+    """Drive a :class:`~kinema.control.retrieval.controller.RetrievalCrowd` (reset to its
+    start rows) with :func:`crowd_sticks` of ``seeds`` (N, 4) for ``frames`` frames; returns
+    the number of characters, ``fallen`` and ``sunk`` (how many had their world hips below
+    :data:`FALLEN` / :data:`SUNK` of :func:`standing_hips` at some frame), ``lowest_hips``
+    (that share's minimum over the crowd), ``head_above_hips`` (every character, every
+    frame) and ``finite``."""
+    db = crowd.db
+    hips, head = db.roles["hips"], head_joint(db)
+    low = np.full(len(seeds), np.inf)
+    head_up, finite = True, True
+    for f in range(frames):
+        crowd.drive(crowd_sticks(f / fps, seeds), 1.0 / fps)
+        pos = crowd.joint_positions()
+        finite &= bool(np.isfinite(pos).all())
+        low = np.minimum(low, pos[:, hips, 1])
+        head_up &= bool(np.all(pos[:, head, 1] > pos[:, hips, 1]))
+    share = low / standing_hips(db)
+    return {"characters": len(seeds), "frames": frames, "seconds": frames / fps, "finite": finite,
+            "fallen": int((share < FALLEN).sum()), "sunk": int((share < SUNK).sum()),
+            "lowest_hips": float(share.min()), "head_above_hips": head_up}

@@ -85,6 +85,11 @@ def check_targets(result: dict) -> list[dict]:
         else:
             add("stride ratio vs database", None, "needs scenarios with stride_ratio", None)
             add("stride ratio ceiling", None, "needs scenarios with stride_ratio", None)
+        crowd = result.get("crowd")
+        if crowd:
+            ok = crowd["fallen"] == 0 and crowd["head_above_hips"] and crowd["finite"]
+            add("crowd on its feet", crowd["fallen"], f"no one of {crowd['characters']} on wandering sticks lies down "
+                f"in {crowd['seconds']:g} s (hips below half the standing height), head above hips", ok)
         mm_sc = result.get("scenarios_motion_matching")
         if mm_sc and moving:
             worst = max(s["foot_skate_cm_s"] / max(mm_sc[n]["foot_skate_cm_s"], 1e-6) for n, s in moving.items())
