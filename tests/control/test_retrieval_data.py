@@ -228,3 +228,34 @@ def test_group_exclusion_keeps_a_query_out_of_its_whole_group(db, retriever):
         clip_groups(db, "subject(")
     with pytest.raises(ValueError, match="one entry per database clip"):
         Retriever(db, retriever.norm, groups=np.zeros(3))
+
+
+def test_upright_training_starts_stay_on_their_feet(shared_data):
+    """``train.upright``: every teacher-forced window and every rollout start is drawn where
+    the data's hips stay within 15% of their median height for the whole window (checked
+    frame by frame), on LaFAN1, whose falls, crawls and crouches the rule leaves out; without
+    it some windows hold them."""
+    from kinema.control.retrieval.evaluate import cached_database
+    from kinema.control.retrieval.sequences import Retriever
+    from kinema.control.retrieval.training import rollout_starts
+    from kinema.features.normalisation import Normaliser
+    from kinema.matching.database import _hips_height, upright_rows
+    from kinema.nn.checkpoint import read_metadata
+
+    if not (shared_data / "lafan1").is_dir():
+        pytest.skip("lafan1 not in the shared data folder")
+    model = Path(__file__).resolve().parents[2] / "models" / "retrieval_lafan1.safetensors"
+    db = cached_database(model, Path.home() / ".cache" / "kinema")
+    norm = Normaliser.from_json(read_metadata(model)["normalisation"]["pose"])
+    hips = _hips_height(db)
+    off = np.abs(hips / np.median(hips) - 1) > 0.15
+    clips = np.arange(0, len(db.ranges), 2)          # the originals, not their mirrors
+    length = 64
+    sampler = WindowSampler(Retriever(db, norm), clips, length, seed=0, allowed=upright_rows(db, length + 1))
+    rng = np.random.default_rng(0)
+    for starts, n in ((sampler.starts(256), length + 1), (rollout_starts(db, clips, 400, 256, rng, upright=True), 400)):
+        rows = starts[:, None] + np.arange(n)[None]
+        assert not off[rows].any()
+        assert np.all(db.clip_of(rows[:, -1]) == db.clip_of(starts)) and np.isin(db.clip_of(starts), clips).all()
+    free = rollout_starts(db, clips, 400, 256, np.random.default_rng(0))
+    assert off[free[:, None] + np.arange(400)[None]].any()     # without the rule some windows leave their feet

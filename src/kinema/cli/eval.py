@@ -30,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scenarios", nargs="*", metavar="NAME",
                         help="also drive the runtime controller with scripted sticks, 60 s each (default all: "
                              "idle stop_start turns circle walk_run): finite, bone-length drift, head above hips, "
-                             "root error, foot skating")
+                             "root error, foot skating, stride ratio; and a crowd of 64 on wandering sticks for 10 s "
+                             "(who lies down); every search only among the rows that stay on their feet, as in the demos")
     parser.add_argument("--scenario-frames", type=int, default=3600, metavar="FRAMES",
                         help="frames per scenario at 60 Hz (default 3600 = 60 s)")
     parser.add_argument("--raw-positions", action="store_true",

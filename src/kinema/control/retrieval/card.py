@@ -123,6 +123,14 @@ def model_card(meta: dict, result: dict | None, path: str = "") -> str:
             lines += [f"| {name} | " + " | ".join(_fmt(v.get(k)) for k in keys) + " |" for name, v in sc.items()]
         if result.get("database_stride_ratio"):
             lines += ["", f"The database's own stride ratio: {_fmt(result['database_stride_ratio'])}."]
+        crowds = [(label, result[key]) for label, key in (("this model", "crowd"), ("motion matching", "crowd_motion_matching"))
+                  if result.get(key)]
+        if crowds:
+            keys = list(crowds[0][1])
+            lines += ["", "### A crowd on wandering sticks (kinema demo crowd's)", "",
+                      "| method | " + " | ".join(k.replace("_", " ") for k in keys) + " |", "|---|" + "---|" * len(keys)]
+            lines += [f"| {label} | " + " | ".join(_fmt(c.get(k)) for k in keys) + " |" for label, c in crowds]
+            lines += ["", "(fallen / sunk: characters whose hips went below 0.5 / 0.75 of the data's standing height.)"]
     lines += ["", "## Retrieval gain", ""]
     if result is None:
         lines += ["Not evaluated (run `kinema eval` and pass its JSON to `kinema card --eval`)."]

@@ -134,9 +134,18 @@ class WindowSampler:
     """Random windows of ``length + 1`` rows inside the training clips of ``db`` with
     candidates from each search row's ground-truth query (searched once per row)."""
 
-    def __init__(self, retriever: Retriever, clips: np.ndarray, length: int, seed: int = 0):
+    def __init__(self, retriever: Retriever, clips: np.ndarray, length: int, seed: int = 0,
+                 allowed: np.ndarray | None = None):
         self.r, self.db, self.length = retriever, retriever.db, length
         self.rng = np.random.default_rng(seed)
+        # allowed: (R,) the only start rows to draw from (e.g. where the data stays upright)
+        self.allowed = None
+        if allowed is not None:
+            allowed = np.asarray(allowed, np.int64)
+            ok = np.isin(self.db.clip_of(allowed), clips) & (allowed + length + 1 <= self.db.ranges[self.db.clip_of(allowed), 1])
+            self.allowed = allowed[ok]
+            if len(self.allowed) == 0:
+                raise ValueError(f"no allowed start row has {length + 1} frames in a training clip")
         self.clips = np.asarray([c for c in clips if self.db.ranges[c, 1] - self.db.ranges[c, 0] > length + 1])
         if len(self.clips) == 0:
             raise ValueError(f"no training clip is longer than {length + 1} frames")
@@ -157,6 +166,8 @@ class WindowSampler:
         return self._top[rows], self._cost[rows]
 
     def starts(self, batch: int) -> np.ndarray:
+        if self.allowed is not None:
+            return self.rng.choice(self.allowed, batch)
         clips = self.rng.choice(self.clips, batch, p=self.weights)
         lo, hi = self.db.ranges[clips, 0], self.db.ranges[clips, 1] - self.length - 1
         return lo + (self.rng.random(batch) * (hi - lo + 1)).astype(np.int64)

@@ -78,7 +78,7 @@ from kinema.data import PREFIXES, data_relative, portable_path, sample_root, sha
 from kinema.errors import KinemaError, NonFiniteError
 from kinema.features.normalisation import Normaliser
 from kinema.matching.config import DatabaseConfig
-from kinema.matching.database import Database, build_database, expand_paths, source_from_file
+from kinema.matching.database import Database, build_database, expand_paths, source_from_file, upright_rows
 from kinema.maths import angles
 from kinema.nn.checkpoint import save_checkpoint
 from kinema.nn.kinematic import KinematicPrior
@@ -132,6 +132,7 @@ class TrainSettings:
     accel_weight: float = 0.0
     stride_weight: float = 0.0   # the toes' character-space speed per second of rollout against the truth's
     posture_weight: float = 0.0  # the hips' height per second of rollout against the truth's (sinking, falling)
+    upright: bool = False     # train only on windows and rollouts where the data stays on its feet (a locomotion controller)
     path_weight: float = 0.0
     planted: bool = False     # rollouts move their roots by the planted-foot rule, as the runtime may
     free_chain: int = 1       # free-stage steps in a row that continue the same rollouts (1: each starts from the truth)
@@ -563,9 +564,17 @@ def _raw(retriever: Retriever, pose_n: torch.Tensor) -> torch.Tensor:
 
 
 def rollout_starts(db: Database, clips: np.ndarray, length: int, count: int, rng: np.random.Generator | None,
-                   stride: int | None = None) -> np.ndarray:
+                   stride: int | None = None, upright: bool = False) -> np.ndarray:
     """Start rows of windows of ``length`` rows inside ``clips``: ``count`` random ones, or
-    every ``stride`` rows when ``rng`` is None."""
+    every ``stride`` rows when ``rng`` is None. With ``upright``, ``count`` random rows
+    among those from which the data stays on its feet for the whole window
+    (:func:`kinema.matching.database.upright_rows`)."""
+    if upright and rng is not None:
+        rows = upright_rows(db, length)
+        rows = rows[np.isin(db.clip_of(rows), clips)]
+        if len(rows) == 0:
+            raise KinemaError(f"no training clip stays upright for {length} frames (train.upright)")
+        return rng.choice(rows, count)
     starts = []
     for c in clips:
         lo, hi = db.ranges[c]
@@ -631,7 +640,7 @@ def rollout_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSetting
     is its own, and the frame-by-frame pose error pulls it to the mean pose)."""
     db = retriever.db
     if carry is None:
-        starts = rollout_starts(db, clips, s.context + chain * horizon + 1, s.batch, rng)
+        starts = rollout_starts(db, clips, s.context + chain * horizon + 1, s.batch, rng, upright=s.upright)
         ex = retriever.exclusions(db.clip_of(starts))
     else:
         starts = ex = None
@@ -788,7 +797,8 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
     retriever = make_retriever(cfg, db, norm)
     model = make_model(cfg, db, retriever).to(s.device)
     train_clips = np.arange(len(db.ranges))
-    sampler = WindowSampler(retriever, train_clips, s.window, seed=s.seed)
+    sampler = WindowSampler(retriever, train_clips, s.window, seed=s.seed,
+                            allowed=upright_rows(db, s.window + 1) if s.upright else None)
     opt = torch.optim.AdamW(model.parameters(), lr=s.lr, weight_decay=s.weight_decay)
     total = s.warmup + s.scheduled + s.free
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(i / max(total, 1), 1))))
