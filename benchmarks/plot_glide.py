@@ -19,6 +19,7 @@ from kinema.control.retrieval.controller import RetrievalController
 from kinema.control.retrieval.evaluate import open_database
 from kinema.control.retrieval.scenarios import SCENARIOS, database_stride_ratio, run_scenario, stride_ratio
 from kinema.errors import KinemaError
+from kinema.matching.database import upright_mask
 from kinema.nn.checkpoint import read_metadata
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
@@ -59,8 +60,9 @@ def main() -> None:
         ref = database_stride_ratio(db)
         for mode, colour in (("retrieval", "tab:red"), ("matching", "tab:blue")):
             traces: dict = {}
-            res = run_scenario(RetrievalController(ckpt, db, mode=mode), SCENARIOS[args.stick], args.frames,
-                               traces=traces)
+            # searches among the rows that stay on their feet, as the demos and kinema eval --scenarios
+            ctl = RetrievalController(ckpt, db, mode=mode, search_mask=upright_mask(db))
+            res = run_scenario(ctl, SCENARIOS[args.stick], args.frames, traces=traces)
             ratio = binned_ratio(traces, db.fps)
             t = (np.arange(len(ratio)) + 0.5) * BIN_S
             label = "retrieval model" if mode == "retrieval" else "motion matching"
