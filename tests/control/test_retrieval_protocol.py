@@ -128,6 +128,37 @@ def test_rigid_pose_keeps_rest_bone_lengths(games105_db):
     t.sum().backward()   # differentiable: trainable through the projection
 
 
+def test_rigid_pose_keeps_a_sunk_pose_above_the_ground(games105_db):
+    """A pose whose hips drifted 1 m down (legs through the floor, the crowd's sinking
+    character) is lifted until its lowest body joint touches the ground, every body joint
+    by the same height (bones unchanged), in NumPy and torch; the database's rows, whose
+    toes never go below the ground by its definition, are kept."""
+    import torch
+
+    from kinema.control.retrieval.pose import body_joints, ground_height, rigid_pose
+
+    db = games105_db
+    ground = ground_height(db)
+    toes = [db.roles["left_toe"], db.roles["right_toe"]]
+    assert ground == pytest.approx(joint_positions(db, db.pose)[:, toes, 1].min())
+    poses = db.pose[::7]
+    np.testing.assert_allclose(rigid_pose(db, poses, ground), poses, atol=2e-6)
+    sunk = poses.copy()
+    jp = joint_positions(db, sunk)
+    jp[..., 1] -= 1.0
+    assert joint_positions(db, rigid_pose(db, sunk))[..., 1].min() < ground - 0.9   # no ground: left sunk
+    fixed = joint_positions(db, rigid_pose(db, sunk, ground))
+    np.testing.assert_allclose(fixed[..., body_joints(db), 1].min(-1), ground, atol=1e-5)
+    orig, hips = joint_positions(db, poses), db.roles["hips"]
+    np.testing.assert_allclose(fixed - fixed[:, hips:hips + 1], orig - orig[:, hips:hips + 1], atol=1e-4)   # one rigid lift
+    np.testing.assert_allclose(fixed[..., [0, 2]], orig[..., [0, 2]], atol=1e-5)
+    t = torch.as_tensor(sunk, dtype=torch.float64).requires_grad_()
+    out = rigid_pose(db, t, ground)
+    np.testing.assert_allclose(joint_positions(db, out.detach().numpy()), fixed, atol=1e-5)
+    out.sum().backward()
+    assert torch.isfinite(t.grad).all()
+
+
 def test_inertialized_matching_starts_where_the_actor_is(games105_db, games105_retriever):
     """The runtime motion-matching baseline starts from the true pose (inertialized), so
     its first frame is much nearer the truth than playback's jump to the matched row."""
@@ -522,3 +553,30 @@ def test_a_carried_rollout_continues_the_rollout_it_carries(games105_db, games10
         moved = rollout(model, r, db, None, 8, 24, rigid=True, carry=first.carry)
     assert float((moved.pose - rest.pose).abs().max()) > 1e-3
     assert not first.carry.state.h[0].requires_grad
+
+
+def test_rigid_rollouts_stay_above_the_ground(games105_db, games105_retriever):
+    """An untrained network rolled out for 48 frames lets its hips drop until the legs pass a
+    metre through the floor; with the ground (the evaluation's and the runtime's default,
+    training's ``train.ground``) no body joint of any drawn pose goes below the data's
+    lowest toe, and without it the same rollout does."""
+    import torch
+
+    from kinema.control.retrieval.pose import body_joints
+    from kinema.control.retrieval.rollout import rollout
+    from kinema.control.retrieval.training import TrainSettings, make_model
+
+    torch.manual_seed(0)
+    db, r = games105_db, games105_retriever
+    cfg = {"model": {"d_model": 16, "n_layers": 1, "d_state": 4, "retrieval_dim": 16, "k": r.k, "kinematic": True}}
+    model = make_model(cfg, db, r).eval()
+    lo, _ = db.ranges[int(np.argmax(db.ranges[:, 1] - db.ranges[:, 0]))]
+    starts = np.array([lo + 5, lo + 40])
+    lowest = {}
+    for ground in (True, False):
+        with torch.no_grad():
+            out = rollout(model, r, db, starts, 8, 48, rigid=True, ground=ground)
+        lowest[ground] = joint_positions(db, r.norm.denormalise(out.pose.numpy()))[..., body_joints(db), 1].min()
+    assert lowest[True] >= r.ground - 1e-5
+    assert lowest[False] < r.ground - 0.1
+    assert TrainSettings().ground is False   # the shipped recipes train without it (session 15)

@@ -88,7 +88,7 @@ def model_card(meta: dict, result: dict | None, path: str = "") -> str:
         fr = result["free_running"]
         lines += ["", "## Targets", "",
                   "Free running, every method scored as the runtime draws it"
-                  + (" (joint positions rebuilt from the predicted rotations)" if result.get("rigid") else "")
+                  + (" (joint positions rebuilt from the predicted rotations, above the data's lowest toe)" if result.get("rigid") else "")
                   + "; motion matching is the runtime controller with inertialization.", "", targets_table(result)]
         if "gain_vs_twin" in fr:
             lo, hi = fr["gain_vs_twin_ci95"]

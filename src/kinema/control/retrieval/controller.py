@@ -70,7 +70,8 @@ class RetrievalCrowd:
         start_row: database row(s) (int or (B,)) whose pose starts each character.
         rigid: rebuild the joint positions of every predicted pose from its rotations
             (:func:`kinema.control.retrieval.pose.rigid_pose`): no drawn pose can stretch a
-            bone (False: draw the network's positions as predicted).
+            bone or sink below the lowest any pose of the database reaches (False: draw the
+            network's positions as predicted).
         phase: (B,) search offsets in frames (None: 0 for all; see the module docstring).
         planted: move each root so that its toes on the floor stay put (planted-foot root
             motion, :func:`kinema.control.planted.planted_root`, floor height
@@ -178,7 +179,7 @@ class RetrievalCrowd:
             o = bout if (self.mode == "no_retrieval" and self.base is not None) else out
             new = self.norm.denormalise(o["pose"].numpy())
             if self.rigid:
-                new = rigid_pose(self.db, new)
+                new = rigid_pose(self.db, new, self.retriever.ground)
             self.contacts = (torch.sigmoid(o["contact_logits"]).numpy() > 0.5).astype(np.float32)
         bad = ~np.isfinite(new).all(-1)
         if bad.any():

@@ -8,7 +8,8 @@ state, then ``frames`` frames are predicted
 - **free running**: :func:`kinema.control.retrieval.rollout.rollout`: predictions fed back,
   joystick re-expressed relative to the predicted root, retrieval from the predicted state;
   with ``rigid`` (the default, as the runtime draws them) every predicted pose has its joint
-  positions rebuilt from its rotations (:func:`kinema.control.retrieval.pose.rigid_pose`).
+  positions rebuilt from its rotations and lifted above the data's lowest toe
+  (:func:`kinema.control.retrieval.pose.rigid_pose`).
 
 Each regime is run with the retrieved candidates (``with``) and with only the learned null
 token (``without``) on the same model. The headline retrieval gain is ``gain_vs_twin``:

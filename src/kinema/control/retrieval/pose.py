@@ -12,6 +12,13 @@ offsets too (:meth:`kinema.motion.Motion.mirror`), and for a skeleton whose bone
 not symmetric (LaFAN1: the legs lie along local x) the same rotations place the joints
 differently under the two. Each pose is therefore rebuilt with both offset sets and keeps
 the one that lies nearer its own predicted positions (exact for every database row).
+
+The hips translation is predicted freely, so rigid bones alone do not keep a body above
+the floor: a free-running model can let its hips drift down until the legs, still their
+rest length, pass through the ground (the LaFAN1 crowd had one character's feet 2.3 m
+under it within 10 s). With ``ground`` (:func:`ground_height`: the lowest a toe reaches in
+the database's rows) :func:`rigid_pose` lifts every pose whose lowest body joint lies below
+it by the difference: no foot of a predicted pose goes lower than the data's feet do.
 """
 from __future__ import annotations
 
@@ -20,6 +27,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
+from kinema.control.retrieval.metrics import pose_slice
 from kinema.matching.database import Database
 from kinema.maths import quat
 from kinema.maths.backend import Array, cat, is_torch
@@ -46,10 +54,36 @@ def _offset_sets(names: tuple[str, ...], parents: tuple[int, ...], offsets: byte
     return (base,) if np.allclose(mirrored, base, atol=1e-6) else (base, mirrored)
 
 
-def rigid_pose(db: Database, poses: Array) -> Array:
+def body_joints(db: Database) -> np.ndarray:
+    """(J,) bool: the hips and the joints below them (not a root joint above the hips, such
+    as Bandai-Namco's ``joint_Root`` on the floor)."""
+    inside = np.zeros(db.num_joints, bool)
+    inside[db.roles["hips"]] = True
+    for j, p in enumerate(db.parents):   # parents come before their children
+        if p >= 0 and inside[p]:
+            inside[j] = True
+    return inside
+
+
+def ground_height(db: Database) -> float:
+    """The lowest root-space height (m) a toe reaches in the database's rows: the floor as
+    the feet know it (LaFAN1 -3.2 cm, Bandai-Namco +3.8 cm: its toe joints sit above the
+    sole), which :func:`rigid_pose` keeps every body joint of a predicted pose above. The
+    data's own lying poses reach lower with other joints (LaFAN1's hands and spine, to
+    -10 cm), so those rows are lifted by a few centimetres; every row on its feet is kept."""
+    toes = [db.roles["left_toe"], db.roles["right_toe"]]
+    y = db.pose[:, pose_slice(db, "joint_positions")].reshape(db.rows, db.num_joints, 3)[:, toes, 1]
+    return float(y.min())
+
+
+def rigid_pose(db: Database, poses: Array, ground: float | None = None) -> Array:
     """Raw pose vectors (..., P) of ``db``'s layout with the joint positions replaced by
     forward kinematics of their own 6D rotations over ``db``'s rest offsets, the hips (and
-    roots) kept where the pose puts them. Rotations, velocities and root motion unchanged."""
+    roots) kept where the pose puts them. Rotations, velocities and root motion unchanged.
+
+    ``ground`` (m, :func:`ground_height` of ``db``): a pose whose lowest body joint lies
+    below it is lifted (every body joint, by the same height) until it touches it; None
+    leaves the heights as predicted."""
     lay = {name: (a, b) for name, a, b in db.pose_layout}
     j = db.num_joints
     pa, pb = lay["joint_positions"]
@@ -71,13 +105,24 @@ def rigid_pose(db: Database, poses: Array) -> Array:
         nearer = (err < best)[..., None, None]
         fk = torch.where(nearer, cand, fk) if is_torch(cand) else np.where(nearer, cand, fk)
         best = torch.minimum(err, best) if is_torch(err) else np.minimum(err, best)
+    if ground is not None:
+        body = body_joints(db)
+        up = np.zeros((db.num_joints, 3))
+        up[body, 1] = 1.0
+        if is_torch(fk):
+            low = fk[..., torch.as_tensor(np.flatnonzero(body), device=fk.device), 1].amin(-1)
+            lift = (ground - low).clamp(min=0.0)
+            up = torch.as_tensor(up, dtype=fk.dtype, device=fk.device)
+        else:
+            lift = np.maximum(ground - fk[..., body, 1].min(-1), 0.0)
+        fk = fk + lift[..., None, None] * up
     if not is_torch(poses):
         fk = fk.astype(poses.dtype)
     return cat([poses[..., :pa], fk.reshape(lead + (3 * j,)), poses[..., pb:]], axis=-1)
 
 
-def rigid_pose_normalised(db: Database, poses_n: torch.Tensor, mean: torch.Tensor, std: torch.Tensor
-                          ) -> torch.Tensor:
+def rigid_pose_normalised(db: Database, poses_n: torch.Tensor, mean: torch.Tensor, std: torch.Tensor,
+                          ground: float | None = None) -> torch.Tensor:
     """:func:`rigid_pose` of normalised pose vectors (..., P) (``(raw - mean) / std``),
     returned normalised: the model-space form training and rollouts use (differentiable)."""
-    return (rigid_pose(db, poses_n * std + mean) - mean) / std
+    return (rigid_pose(db, poses_n * std + mean, ground) - mean) / std

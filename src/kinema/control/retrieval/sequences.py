@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kinema.control.retrieval.pose import ground_height
 from kinema.errors import KinemaError
 from kinema.features.normalisation import Normaliser
 from kinema.matching.database import Database
@@ -37,6 +38,9 @@ class Retriever:
             each clip and its twin are a group).
         mask: (N,) bool, the rows a search may return (None: every row), e.g.
             :func:`kinema.matching.database.upright_mask` at runtime.
+
+    ``ground`` is the floor (m) rigid poses are kept above
+    (:func:`kinema.control.retrieval.pose.ground_height` of ``db``).
     """
 
     def __init__(self, db: Database, norm: Normaliser, k: int = 4, top: int = 16, tau: float = 0.5,
@@ -52,6 +56,7 @@ class Retriever:
         succ = db.successor(np.arange(db.rows))
         self.delta_n = ((db.pose[succ] - db.pose) / norm.std).astype(np.float32)
         self.contacts = db.contacts.astype(np.float32)
+        self.ground = ground_height(db)
 
     @classmethod
     def for_checkpoint(cls, db: Database, norm: Normaliser, meta: dict, **kwargs) -> Retriever:

@@ -22,7 +22,11 @@ the joint-position columns; with ``tf_mix`` > 0 the stages 2 and 3 add that much
 stage-1 teacher-forced loss to each step. With ``rigid`` every predicted pose has its joint
 positions rebuilt from its rotations (:func:`kinema.control.retrieval.pose.rigid_pose`)
 before the loss and before it is fed back, as the runtime draws it: the network learns
-rotations that put the joints where they belong, and no pose can stretch a bone. With
+rotations that put the joints where they belong, and no pose can stretch a bone; with
+``ground`` too, no pose reaches below the data's lowest toe (the retriever's ``ground``, as
+the runtime and the evaluation always apply it; off by default: the LaFAN1 recipe trained
+with it fell and crouched more in the crowd, `benchmarks/results/controller_protocol.md`,
+session 15). With
 ``skate_weight`` > 0 the rollouts add that much of :func:`skate_loss` (toe displacement in
 the frames whose contact is on: the truth's labels with ``skate_on = "truth"``, or the
 predicted pose's own toes on the floor with ``"own"``, the frames the skating metric reads);
@@ -126,6 +130,7 @@ class TrainSettings:
     threads: int = 1
     device: str = "cpu"
     rigid: bool = False
+    ground: bool = False      # with rigid: training's poses are also lifted above the data's lowest toe, as the runtime draws them
     skate_weight: float = 0.0
     skate_on: str = "truth"   # "truth": the target's contact labels; "own": the predicted toes on the floor
     energy_weight: float = 0.0
@@ -391,7 +396,8 @@ def teacher_forced_loss(model, sampler: WindowSampler, s: TrainSettings, rng: np
     pred = out["pose"]
     if s.rigid:   # score the pose the runtime draws: positions rebuilt from the rotations
         norm = sampler.r.norm
-        pred = rigid_pose_normalised(sampler.db, pred, t_(norm.mean), t_(norm.std))
+        pred = rigid_pose_normalised(sampler.db, pred, t_(norm.mean), t_(norm.std),
+                                     sampler.r.ground if s.ground else None)
     return pose_loss(pred, t_(b.target), out["contact_logits"], t_(b.contacts),
                      s.contact_weight, pose_slice(sampler.db, "joint_positions"), s.position_weight)
 
@@ -645,7 +651,7 @@ def rollout_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSetting
     else:
         starts = ex = None
     r = rollout(model, retriever, db, starts, s.context, horizon, exclude=ex, rng=rng, student=student,
-                dropout=(s.drop_all, s.drop_each, s.drop_sequence), detach_every=detach_every, rigid=s.rigid,
+                dropout=(s.drop_all, s.drop_each, s.drop_sequence), detach_every=detach_every, rigid=s.rigid, ground=s.ground,
                 planted=floor if s.planted else None, carry=carry)
     loss = pose_loss(r.pose, r.target, r.contact_logits, r.target_contacts, s.contact_weight,
                      pose_slice(db, "joint_positions"), s.position_weight)
@@ -721,7 +727,7 @@ def validate(model, retriever: Retriever, val: Database, s: TrainSettings, floor
                                 device=dev) if use else None
         o, _ = model(ctrl, pose[:, :-1], cands)
         out[f"tf_{name}"] = float(F.mse_loss(o["pose"], pose[:, 1:]))
-        r = rollout(model, retriever, val, starts, s.context, s.val_horizon, retrieval=use, rigid=s.rigid,
+        r = rollout(model, retriever, val, starts, s.context, s.val_horizon, retrieval=use, rigid=s.rigid, ground=s.ground,
                     planted=floor if s.planted else None)
         out[f"fr_{name}"] = float(F.mse_loss(r.pose, r.target))
         for term, value in motion_terms(val, retriever, r, s, floor).items():
