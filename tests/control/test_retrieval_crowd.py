@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from kinema.control.retrieval.controller import MODES, RetrievalController, RetrievalCrowd
+from kinema.control.retrieval.metrics import joint_positions
 from kinema.errors import KinemaError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,9 +37,23 @@ def one_thread():
 
 def test_single_controller_reproduces_the_pre_batching_outputs(sample_db, one_thread):
     """Pinned: 60 frames of every mode written by the one-character controller before it
-    became a view of a crowd (tests/control/data/retrieval_single_sample.npz)."""
+    became a view of a crowd (tests/control/data/retrieval_single_sample.npz), which had
+    no floor: with the ground off they are reproduced; with it (the default) the network's
+    poses, which dip 2 mm under the sample's lowest toe by frame 5, are lifted onto it."""
+    from kinema.control.retrieval.pose import body_joints
+
     ref = np.load(PINNED)
     ctl = RetrievalController(MODEL, sample_db, BASELINE)
+    grounded = RetrievalController(MODEL, sample_db, BASELINE)
+    ground = ctl.retriever.ground
+    ctl.retriever.ground = None
+    grounded.reset(7, (0.5, 0.0, -1.0), (0.6, 0.0, 0.8))
+    lifted = []
+    for f, c in enumerate(ref["control"]):
+        lifted.append(grounded.step(c))
+        grounded.adjust_toward(np.array([0.5 + f * 0.02, 0, -1.0]), np.array([0.0, 0, 1.0]), 1 / 60)
+    assert joint_positions(sample_db, np.stack(lifted))[:, body_joints(sample_db), 1].min() >= ground - 1e-6
+    assert joint_positions(sample_db, ref["retrieval_pose"])[:, body_joints(sample_db), 1].min() < ground - 1e-3
     for mode in MODES:
         ctl.reset(7, (0.5, 0.0, -1.0), (0.6, 0.0, 0.8))
         ctl.set_mode(mode)

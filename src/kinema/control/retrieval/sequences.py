@@ -40,7 +40,8 @@ class Retriever:
             :func:`kinema.matching.database.upright_mask` at runtime.
 
     ``ground`` is the floor (m) rigid poses are kept above
-    (:func:`kinema.control.retrieval.pose.ground_height` of ``db``).
+    (:func:`kinema.control.retrieval.pose.ground_height` of ``db``; set it to None for the
+    hips' height as predicted, the runtime before the floor).
     """
 
     def __init__(self, db: Database, norm: Normaliser, k: int = 4, top: int = 16, tau: float = 0.5,
