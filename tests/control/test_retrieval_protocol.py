@@ -521,6 +521,21 @@ def test_posture_loss_charges_a_sink_not_the_gait(games105_db):
     assert float(other.abs().sum()) == 0.0
 
 
+def _untrained_model_and_starts(db, r):
+    """A tiny untrained kinematic RetrievalMamba (seed 0) and two start rows of the longest
+    clip with room for 8 context frames and 48 more."""
+    import torch
+
+    from kinema.control.retrieval.training import make_model
+
+    torch.manual_seed(0)
+    cfg = {"model": {"d_model": 16, "n_layers": 1, "d_state": 4, "retrieval_dim": 16, "k": r.k, "kinematic": True}}
+    model = make_model(cfg, db, r).eval()
+    lo, hi = db.ranges[int(np.argmax(db.ranges[:, 1] - db.ranges[:, 0]))]
+    assert hi - lo > 40 + 8 + 48 + 1
+    return model, np.array([lo + 5, lo + 40])
+
+
 def test_a_carried_rollout_continues_the_rollout_it_carries(games105_db, games105_retriever):
     """A rollout of 24 frames continued by its :class:`Carry` for 24 more is, frame by frame,
     the rollout of 48 (poses, roots, target rows; deterministic retrieval), so a training
@@ -529,15 +544,9 @@ def test_a_carried_rollout_continues_the_rollout_it_carries(games105_db, games10
     import torch
 
     from kinema.control.retrieval.rollout import rollout
-    from kinema.control.retrieval.training import make_model
 
-    torch.manual_seed(0)
     db, r = games105_db, games105_retriever
-    cfg = {"model": {"d_model": 16, "n_layers": 1, "d_state": 4, "retrieval_dim": 16, "k": r.k, "kinematic": True}}
-    model = make_model(cfg, db, r).eval()
-    lo, hi = db.ranges[int(np.argmax(db.ranges[:, 1] - db.ranges[:, 0]))]
-    starts = np.array([lo + 5, lo + 40])
-    assert hi - lo > 40 + 8 + 48 + 1
+    model, starts = _untrained_model_and_starts(db, r)
     with torch.no_grad():
         whole = rollout(model, r, db, starts, 8, 48, rigid=True)
         first = rollout(model, r, db, starts, 8, 24, rigid=True)
@@ -564,14 +573,10 @@ def test_rigid_rollouts_stay_above_the_ground(games105_db, games105_retriever):
 
     from kinema.control.retrieval.pose import body_joints
     from kinema.control.retrieval.rollout import rollout
-    from kinema.control.retrieval.training import TrainSettings, make_model
+    from kinema.control.retrieval.training import TrainSettings
 
-    torch.manual_seed(0)
     db, r = games105_db, games105_retriever
-    cfg = {"model": {"d_model": 16, "n_layers": 1, "d_state": 4, "retrieval_dim": 16, "k": r.k, "kinematic": True}}
-    model = make_model(cfg, db, r).eval()
-    lo, _ = db.ranges[int(np.argmax(db.ranges[:, 1] - db.ranges[:, 0]))]
-    starts = np.array([lo + 5, lo + 40])
+    model, starts = _untrained_model_and_starts(db, r)
     lowest = {}
     for ground in (True, False):
         with torch.no_grad():
