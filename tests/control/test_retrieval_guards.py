@@ -257,3 +257,32 @@ def test_chained_free_rollouts_train_and_resume_to_the_same_weights(trained, tmp
     cfg["train"]["free_chain"] = 0
     with pytest.raises(KinemaError, match="free_chain"):
         train(cfg, tmp_path / "bad.safetensors", log=lambda *_: None)
+
+
+def test_stick_driven_free_steps_train_select_and_resume(trained, tmp_path):
+    """``train.stick_weight``: each free step adds stick-driven rollouts; every free-stage
+    validation records their objective with and without candidates, the selection adds
+    stick_weight x its value, the checkpoint lists the term, the weights differ from the
+    run without it, and an interrupted run resumes to the same weights."""
+    from kinema.control.retrieval.training import selection_key, settings
+
+    cfg = load_config(CONFIG)
+    cfg["train"].update(free=10, stick_weight=0.5, stick_batch=2)
+    a_path, meta = train(cfg, tmp_path / "stick.safetensors", log=lambda *_: None)
+    recs = meta["history"]["epochs"]
+    assert all(np.isfinite(h["stick_with"]) and np.isfinite(h["stick_without"]) and h["stick_with"] > 0 for h in recs)
+    s = settings(cfg)
+    best = meta["history"]["best"]
+    assert selection_key(best, s) == pytest.approx(best["fr_with"] + 0.5 * best["stick_with"])
+    assert meta["loss_weights"]["stick"] == 0.5
+    out = tmp_path / "stick_resumed.safetensors"
+    train(cfg, out, log=lambda *_: None, stop_after=14)
+    train(cfg, out, log=lambda *_: None, resume=True)
+    a, _ = load_checkpoint(a_path)
+    b, _ = load_checkpoint(out)
+    for (name, x), y in zip(a.state_dict().items(), b.state_dict().values()):
+        assert torch.equal(x, y), name
+    cfg0 = load_config(CONFIG)
+    cfg0["train"].update(free=10)
+    c, _ = load_checkpoint(train(cfg0, tmp_path / "nostick.safetensors", log=lambda *_: None)[0])
+    assert any(not torch.equal(x, y) for x, y in zip(a.state_dict().values(), c.state_dict().values()))

@@ -585,3 +585,110 @@ def test_rigid_rollouts_stay_above_the_ground(games105_db, games105_retriever):
     assert lowest[True] >= r.ground - 1e-5
     assert lowest[False] < r.ground - 0.1
     assert TrainSettings().ground is False   # the shipped recipes train without it (session 15)
+
+
+def test_a_stick_steer_asks_for_the_path_its_sticks_ask_for():
+    """A :class:`StickSteer` (the stick-driven rollouts' joystick) runs the runtime's
+    springs on the crowd's wandering sticks: a walking stick pushed straight ahead at its
+    peak brings the requested root to the walking speed along +z within 15%, the joystick
+    seen from that root points ahead of it, and a script in its stop phase asks for no
+    motion at all. Before :meth:`start` it refuses to run."""
+    from kinema.control.retrieval.steering import StickSteer
+    from kinema.control.trajectory import ControlConfig
+
+    fps = 60.0
+    peak = (np.pi / 2 - 0.6 * 2.0) / (2 * np.pi)   # the push's sine peaks at t = 2 s
+    seeds = np.array([[0.0, 0.5, peak, 0.0],       # heading +z, no turn, moving from t = 0
+                      [0.0, 0.5, peak, 0.85]])     # the same, but stopped for the first 1.2 s
+    steer = StickSteer(seeds, np.array([True, True]), fps)
+    with pytest.raises(RuntimeError):
+        steer(np.zeros((2, 3), np.float32), np.tile([0.0, 0.0, 1.0], (2, 1)).astype(np.float32))
+    steer.start(np.zeros((2, 3)), np.tile([0.0, 0.0, 1.0], (2, 1)))
+    root, facing = np.zeros((2, 3), np.float32), np.tile([0.0, 0.0, 1.0], (2, 1)).astype(np.float32)
+    for _ in range(int(2.5 * fps)):
+        stick = steer(root, facing)
+    pos, dirs = steer.path()
+    assert pos.shape == (2, 1 + int(2.5 * fps), 3) and dirs.shape == pos.shape
+    walk = ControlConfig().walk_speeds[0]
+    speed = np.linalg.norm(pos[0, -1] - pos[0, -2]) * fps
+    assert 0.85 * walk < speed < 1.05 * walk
+    assert abs(pos[0, -1, 0]) < 0.01 and pos[0, -1, 2] > 2.0
+    assert np.all(pos[1, : int(1.2 * fps), [0, 2]] == 0.0)   # the stopped script stays put
+    ahead = steer.springs.predict().features(pos[:, -1], dirs[:, -1])[0]   # seen from the requested root itself
+    assert ahead[1] > 0.3 and abs(ahead[0]) < 0.05
+    assert stick.shape == (2, 12) and stick.dtype == np.float32
+
+
+def test_stick_terms_pass_the_truth_and_charge_a_glide_a_crouch_and_a_detour(games105_db, games105_retriever):
+    """The stick-driven rollouts' self-supervised terms, read on real windows whose
+    requested path is the actor's own: the truth strides like the data, follows its path
+    and stands (each small); the same windows with the toes frozen in character space (the
+    glide: the root moves, the legs do not) pay the stride and skating terms many times
+    over; with the hips lowered to half their height, the posture term; with the path
+    asked for 1 m to the side, the path term. The glide's planted toes are charged what the
+    root moves under them (the real data's toes slide some 1.6 cm per frame under their own
+    contact test too, so skating is read against the root, not against the truth). The
+    stride term's gradient reaches the toes."""
+    import types
+
+    import torch
+
+    from kinema.control.retrieval.metrics import floor_height, pose_slice
+    from kinema.control.retrieval.training import StickTargets, stick_terms
+
+    db = games105_db
+    rows, true, tp, td = _windows(db, 121, 20)
+    r = types.SimpleNamespace(start_pos=db.root_positions[rows[:, 0] - 1], start_dir=db.root_directions[rows[:, 0] - 1])
+    asked = types.SimpleNamespace(path=lambda: (tp, td))
+    targets, floor = StickTargets.of(db), floor_height(db)
+    cols = pose_slice(db, "joint_positions")
+
+    def terms(poses, steer=asked):
+        return {k: float(v) for k, v in stick_terms(db, torch.as_tensor(poses), r, steer, targets, floor).items()}
+
+    truth = terms(true)
+    assert truth["stride"] < 0.3 and truth["path"] < 0.01 and truth["posture"] == 0.0
+    toes = [db.roles["left_toe"], db.roles["right_toe"]]
+    glide = true.copy()
+    pos = glide[..., cols].reshape(true.shape[:2] + (-1, 3))
+    pos[:, :, toes] = pos[:, :1, toes]
+    pos[:, :, toes, 1] = floor - 0.01   # planted, so the skating term reads every frame
+    glide[..., cols] = pos.reshape(true.shape[:2] + (-1,))
+    g = terms(glide)
+    assert g["stride"] > 5 * truth["stride"] + 0.5
+    step = np.linalg.norm(np.diff(tp[..., [0, 2]], axis=1), axis=-1) * 100.0   # cm the root moves per frame
+    assert 0.8 < g["skate"] / float((step ** 2).mean()) < 1.3   # the planted toes slide with the root
+    low = true.copy()
+    pos = low[..., cols].reshape(true.shape[:2] + (-1, 3))
+    pos[..., 1] *= 0.5
+    low[..., cols] = pos.reshape(true.shape[:2] + (-1,))
+    assert terms(low)["posture"] > 0.05
+    aside = types.SimpleNamespace(path=lambda: (tp + np.array([1.0, 0.0, 0.0]), td))
+    assert terms(true, aside)["path"] > 0.9
+    t = torch.as_tensor(true).requires_grad_(True)
+    stick_terms(db, t, r, asked, targets, floor)["stride"].backward()
+    assert float(t.grad[..., [cols.start + 3 * j for j in toes]].abs().sum()) > 0
+
+
+def test_a_stick_driven_rollout_takes_its_joystick_from_the_steer(games105_db, games105_retriever):
+    """A rollout with a ``steer`` reads its joystick from the steer's springs (one call per
+    predicted frame after the first), not from the clip, so its poses differ from the
+    truth-driven rollout's from the second frame on; it cannot continue a carried rollout."""
+    import torch
+
+    from kinema.control.retrieval.rollout import rollout
+    from kinema.control.retrieval.steering import StickSteer
+    from kinema.errors import KinemaError
+
+    db, r = games105_db, games105_retriever
+    model, starts = _untrained_model_and_starts(db, r)
+    steer = StickSteer(np.array([[0.25, 0.9, 0.0, 0.0], [0.75, 0.1, 0.5, 0.0]]), np.array([False, True]), db.fps)
+    with torch.no_grad():
+        driven = rollout(model, r, db, starts, 8, 48, rigid=True, steer=steer)
+        clip = rollout(model, r, db, starts, 8, 48, rigid=True)
+    assert steer.frames == 47 and steer.path()[0].shape == (2, 48, 3)
+    np.testing.assert_allclose(steer.path()[0][:, 0], driven.start_pos * [1, 0, 1], atol=1e-6)
+    assert float((driven.pose[:, 0] - clip.pose[:, 0]).abs().max()) == 0.0
+    assert float((driven.pose[:, 1:] - clip.pose[:, 1:]).abs().max()) > 1e-3
+    with pytest.raises(KinemaError, match="steer"):
+        rollout(model, r, db, None, 8, 24, rigid=True, carry=clip.carry, steer=steer)

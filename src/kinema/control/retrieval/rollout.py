@@ -30,6 +30,8 @@ from kinema.control.planted import planted_root
 from kinema.control.retrieval.metrics import joint_positions
 from kinema.control.retrieval.pose import rigid_pose_normalised
 from kinema.control.retrieval.sequences import Retriever
+from kinema.control.retrieval.steering import StickSteer
+from kinema.errors import KinemaError
 from kinema.features.root import yaw_rotate
 from kinema.matching.database import Database
 from kinema.matching.search import Exclusion
@@ -225,8 +227,8 @@ def teacher_forced_candidates(retriever: Retriever, source: Database, rows: np.n
 def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray | None, context: int, horizon: int, *,
             retrieval: bool = True, exclude: np.ndarray | None = None, rng: np.random.Generator | None = None,
             student: float = 1.0, dropout: tuple[float, ...] = (0.0, 0.0, 0.0), detach_every: int | None = None,
-            rigid: bool = False, ground: bool = True, planted: float | None = None, carry: Carry | None = None
-            ) -> Rollout:
+            rigid: bool = False, ground: bool = True, planted: float | None = None, carry: Carry | None = None,
+            steer: StickSteer | None = None) -> Rollout:
     """Roll ``model`` out from rows ``starts`` (B,) (see the module docstring): ``horizon``
     predicted frames, rows ``starts + context .. starts + context + horizon - 1``, which must
     lie in one clip each (the first is the context's own last prediction).
@@ -246,7 +248,15 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray | 
     it reached (``starts``, ``context`` and ``exclude`` are then ignored), the rows
     following its last one, which must lie in the same clips. Training chains rollouts so
     that its losses read states a model reaches only after a long drive.
+
+    ``steer`` (a :class:`~kinema.control.retrieval.steering.StickSteer`) gives the
+    predicted frames their joystick from sticks through the runtime's springs, started at
+    rest at the context's last root, instead of from the clip's future path: the rows then
+    only say where the context comes from (the targets are the clip's, unused by a
+    stick-driven loss). Not with ``carry``.
     """
+    if steer is not None and carry is not None:
+        raise KinemaError("a stick-driven rollout (steer) cannot continue a carried one")
     norm = retriever.norm
     uses = getattr(model, "use_retrieval", False) and retrieval
     device = next(model.parameters()).device
@@ -277,6 +287,8 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray | 
         mover = RootMover(source, planted)
         mover.start(source.pose[last], source.root_positions[last], source.root_directions[last])
         start_pos, start_dir, start_toes = source.root_positions[last], source.root_directions[last], mover.toes.copy()
+        if steer is not None:
+            steer.start(start_pos, start_dir)
         root_pos, root_dir = mover(start_pos, start_dir, norm.denormalise(prev.detach().cpu().numpy()))
         stream = CandidateStream(retriever, exclude, rng) if uses else None
         # The context's last output is the first predicted frame (row last + 1), as for the
@@ -307,7 +319,7 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray | 
             prev = prev.detach()
             state = state.detach()
         raw_prev = norm.denormalise(prev.detach().cpu().numpy())
-        ctrl = control_at(source, rows, root_pos, root_dir)
+        ctrl = control_at(source, rows, root_pos, root_dir) if steer is None else steer(root_pos, root_dir)
         cand = mask = None
         if uses:
             _, cand = stream(frames + h, raw_prev, ctrl)

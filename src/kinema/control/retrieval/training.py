@@ -39,7 +39,12 @@ accelerating more than the actor); with ``path_weight`` > 0 that much of :func:`
 the control metrics read, with gradients through the integration); ``stride_weight`` and
 ``posture_weight`` charge each second of a rollout whose toes move slower than the actor's
 (:func:`stride_loss`, the glide) or whose hips sit lower or higher (:func:`posture_loss`,
-the slow sink into a crouch seen in the crowd). The checkpoint is selected on the free-running
+the slow sink into a crouch seen in the crowd). With ``stick_weight`` > 0 every free step
+also runs ``stick_batch`` rollouts whose joystick comes from wandering sticks through the
+runtime's springs (:class:`~kinema.control.retrieval.steering.StickSteer`), as a user drives
+the controller, and adds that much of their self-supervised terms (:func:`stick_loss`:
+stride against the data's stride ratio, the requested path, the hips above a crouch, skating
+on the predicted toes). The checkpoint is selected on the free-running
 validation loss plus each trained term's weight times its validation value
 (:func:`selection_key`).
 
@@ -76,8 +81,10 @@ import torch.nn.functional as F
 from kinema.control.planted import plant_weights, planted_shift
 from kinema.control.retrieval.metrics import floor_height, pose_slice
 from kinema.control.retrieval.pose import rigid_pose_normalised
-from kinema.control.retrieval.rollout import Carry, rollout, teacher_forced_candidates, toe_positions
+from kinema.control.retrieval.rollout import Carry, Rollout, rollout, teacher_forced_candidates, toe_positions
+from kinema.control.retrieval.scenarios import database_stride_ratio, standing_hips
 from kinema.control.retrieval.sequences import RandomRetriever, Retriever, WindowSampler
+from kinema.control.retrieval.steering import StickSteer
 from kinema.data import PREFIXES, data_relative, portable_path, sample_root, shared_root
 from kinema.errors import KinemaError, NonFiniteError
 from kinema.features.normalisation import Normaliser
@@ -142,6 +149,8 @@ class TrainSettings:
     planted: bool = False     # rollouts move their roots by the planted-foot rule, as the runtime may
     free_chain: int = 1       # free-stage steps in a row that continue the same rollouts (1: each starts from the truth)
     chain_pose_weight: float = 1.0   # the pose and contact terms' weight in a chain's continued rollouts
+    stick_weight: float = 0.0  # free stage: stick-driven rollouts' self-supervised terms (stick_loss), this much
+    stick_batch: int = 8       # ... how many stick-driven rollouts each free step adds
 
     def __post_init__(self) -> None:
         if self.skate_on not in SKATE_ON:
@@ -621,7 +630,7 @@ def motion_terms(db: Database, retriever: Retriever, r, s: TrainSettings, floor:
 def term_weights(s: TrainSettings) -> dict[str, float]:
     """Weight of each rollout term of :func:`motion_terms`."""
     return {"skate": s.skate_weight, "energy": s.energy_weight, "accel": s.accel_weight, "path": s.path_weight,
-            "stride": s.stride_weight, "posture": s.posture_weight}
+            "stride": s.stride_weight, "posture": s.posture_weight, "stick": s.stick_weight}
 
 
 def _used_terms(s: TrainSettings) -> dict:
@@ -661,6 +670,77 @@ def rollout_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSetting
     for name, value in motion_terms(db, retriever, r, s, floor).items():
         loss = loss + weights[name] * value
     return loss, r.carry
+
+
+# Each self-supervised term's share of a stick-driven rollout's loss: the path and skating
+# weights of the shipped LaFAN1 recipe, stride and posture at 1.
+STICK_TERMS = {"stride": 1.0, "path": 2.0, "posture": 1.0, "skate": 0.1}
+UPRIGHT_SHARE = 0.9   # a stick-driven rollout's hips may sit this share of the data's standing height before paying
+
+
+@dataclass(frozen=True)
+class StickTargets:
+    """What the data says a stick-driven rollout should do: ``stride_ratio``, the toes'
+    character-space speed per unit of root speed while moving
+    (:func:`~kinema.control.retrieval.scenarios.database_stride_ratio`), and
+    ``standing_hips`` (m, :func:`~kinema.control.retrieval.scenarios.standing_hips`)."""
+
+    stride_ratio: float
+    standing_hips: float
+
+    @classmethod
+    def of(cls, db: Database) -> StickTargets:
+        return cls(database_stride_ratio(db), standing_hips(db))
+
+
+def stick_terms(db: Database, raw: torch.Tensor, r: Rollout, steer: StickSteer, targets: StickTargets,
+                floor: float) -> dict[str, torch.Tensor]:
+    """Self-supervised terms of a stick-driven rollout (raw predicted poses (B, H, P), its
+    :class:`~kinema.control.retrieval.rollout.Rollout`, the :class:`StickSteer` that drove
+    it), no truth needed, each differentiable:
+
+    - ``stride``: each second's mean character-space toe speed against ``stride_ratio`` x
+      the root's mean speed (cm/s, log-ratio squared, 5 cm/s offset so that standing still
+      is free): legs that glide or thrash while the root moves pay, and the root's speed is
+      detached, so the term moves the legs, not the root;
+    - ``path``: :func:`path_loss` of the rollout's integrated roots against the path the
+      springs requested (m^2 plus 1 - cos of the heading error);
+    - ``posture``: the hips' squared shortfall below :data:`UPRIGHT_SHARE` of the standing
+      height, as a share of it (a stick never asks for a crouch or a fall);
+    - ``skate``: :func:`skate_loss` on the predicted toes that are on the floor.
+    """
+    toes = [db.roles["left_toe"], db.roles["right_toe"]]
+    pos = _joint_positions(db, raw)
+    toe_speed = _second_means(db, _joint_steps(pos[:, :, toes]).mean(-1) * 100.0 * db.fps)
+    with torch.no_grad():
+        x, z, _ = rollout_roots(db, raw, r.start_pos, r.start_dir)
+        root = torch.sqrt(torch.diff(x, dim=1) ** 2 + torch.diff(z, dim=1) ** 2) * 100.0 * db.fps
+        root_speed = _second_means(db, root)
+    path_pos, path_dir = steer.path()
+    short = F.relu(UPRIGHT_SHARE * targets.standing_hips - pos[:, :, db.roles["hips"], 1]) / targets.standing_hips
+    return {"stride": _log_ratio_loss(toe_speed, targets.stride_ratio * root_speed, 5.0),
+            "path": path_loss(db, raw, r.start_pos, r.start_dir, path_pos, path_dir),
+            "posture": (short ** 2).mean(),
+            "skate": skate_loss(db, raw, own_contacts(db, raw, floor))}
+
+
+def stick_objective(terms: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The weighted sum (:data:`STICK_TERMS`) of :func:`stick_terms`."""
+    return sum(STICK_TERMS[k] * v for k, v in terms.items())
+
+
+def stick_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings, rng: np.random.Generator,
+               floor: float, targets: StickTargets) -> torch.Tensor:
+    """:func:`stick_objective` of ``s.stick_batch`` rollouts of ``s.free_horizon`` frames
+    from random upright rows of ``clips``, each driven by its own random stick
+    (:meth:`StickSteer.random`), with the free stage's dropout and truncation."""
+    db = retriever.db
+    starts = rollout_starts(db, clips, s.context + s.free_horizon + 1, s.stick_batch, rng, upright=True)
+    steer = StickSteer.random(len(starts), rng, db.fps)
+    r = rollout(model, retriever, db, starts, s.context, s.free_horizon, exclude=retriever.exclusions(db.clip_of(starts)),
+                rng=rng, dropout=(s.drop_all, s.drop_each, s.drop_sequence), detach_every=s.detach_every,
+                rigid=s.rigid, ground=s.ground, planted=floor if s.planted else None, steer=steer)
+    return stick_objective(stick_terms(db, _raw(retriever, r.pose), r, steer, targets, floor))
 
 
 CHAIN_BREAK_RMS = 10.0   # normalised units: a continued rollout this far from the data restarts from the truth
@@ -732,7 +812,25 @@ def validate(model, retriever: Retriever, val: Database, s: TrainSettings, floor
         out[f"fr_{name}"] = float(F.mse_loss(r.pose, r.target))
         for term, value in motion_terms(val, retriever, r, s, floor).items():
             out[f"{term}_{name}"] = float(value)
+        if s.stick_weight > 0:
+            out[f"stick_{name}"] = float(_validate_sticks(model, retriever, val, s, floor, use))
     return out
+
+
+def _validate_sticks(model, retriever: Retriever, val: Database, s: TrainSettings, floor: float,
+                     use: bool) -> torch.Tensor:
+    """:func:`stick_objective` of ``val_windows`` stick-driven rollouts of ``val_horizon``
+    frames on the validation clips: evenly spaced upright starts (any starts where none
+    stays upright), the same stick scripts at every validation."""
+    length = s.context + s.val_horizon + 1
+    rows = upright_rows(val, length)
+    if len(rows) == 0:
+        rows = rollout_starts(val, np.arange(len(val.ranges)), length, 0, None, stride=60)
+    starts = rows[np.linspace(0, len(rows) - 1, min(s.val_windows, len(rows))).astype(np.int64)]
+    steer = StickSteer.random(len(starts), np.random.default_rng(0), val.fps)
+    r = rollout(model, retriever, val, starts, s.context, s.val_horizon, retrieval=use, rigid=s.rigid, ground=s.ground,
+                planted=floor if s.planted else None, steer=steer)
+    return stick_objective(stick_terms(val, _raw(retriever, r.pose), r, steer, StickTargets.of(retriever.db), floor))
 
 
 def selection_key(rec: dict, s: TrainSettings) -> float:
@@ -799,6 +897,7 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
     t0 = time.time()
     db, val = build_databases(cfg)
     floor = floor_height(db)   # the toe height of the skating metric and of skate_on = "own"
+    stick_targets = StickTargets.of(db) if s.stick_weight > 0 else None
     norm = Normaliser.fit(db.pose, floor=1e-2)
     retriever = make_retriever(cfg, db, norm)
     model = make_model(cfg, db, retriever).to(s.device)
@@ -846,6 +945,8 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
                 loss, carry, chain_left, broke = free_loss(model, retriever, train_clips, s, rng, floor, carry,
                                                            chain_left, step - s.warmup - s.scheduled)
                 broken += broke
+                if s.stick_weight > 0:
+                    loss = loss + s.stick_weight * stick_loss(model, retriever, train_clips, s, rng, floor, stick_targets)
             if stage != "warmup" and s.tf_mix > 0:   # keep the teacher-forced objective in the rollout stages
                 loss = loss + s.tf_mix * teacher_forced_loss(model, sampler, s, rng)
         except NonFiniteError as e:   # a rollout's poses blew up before the loss was formed
