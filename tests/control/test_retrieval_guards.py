@@ -260,14 +260,15 @@ def test_chained_free_rollouts_train_and_resume_to_the_same_weights(trained, tmp
 
 
 def test_stick_driven_free_steps_train_select_and_resume(trained, tmp_path):
-    """``train.stick_weight``: each free step adds stick-driven rollouts; every free-stage
-    validation records their objective with and without candidates, the selection adds
-    stick_weight x its value, the checkpoint lists the term, the weights differ from the
-    run without it, and an interrupted run resumes to the same weights."""
+    """``train.stick_weight``: each free step adds stick-driven rollouts (continued over 3
+    steps, ``stick_chain``); every free-stage validation records their objective with and
+    without candidates, the selection adds stick_weight x its value, the checkpoint lists
+    the term, the weights differ from the run without it, and an interrupted run resumes
+    to the same weights (a chain ends at every validation)."""
     from kinema.control.retrieval.training import selection_key, settings
 
     cfg = load_config(CONFIG)
-    cfg["train"].update(free=10, stick_weight=0.5, stick_batch=2)
+    cfg["train"].update(free=10, stick_weight=0.5, stick_batch=2, stick_chain=3)
     a_path, meta = train(cfg, tmp_path / "stick.safetensors", log=lambda *_: None)
     recs = meta["history"]["epochs"]
     assert all(np.isfinite(h["stick_with"]) and np.isfinite(h["stick_without"]) and h["stick_with"] > 0 for h in recs)

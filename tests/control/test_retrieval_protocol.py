@@ -673,7 +673,10 @@ def test_stick_terms_pass_the_truth_and_charge_a_glide_a_crouch_and_a_detour(gam
 def test_a_stick_driven_rollout_takes_its_joystick_from_the_steer(games105_db, games105_retriever):
     """A rollout with a ``steer`` reads its joystick from the steer's springs (one call per
     predicted frame after the first), not from the clip, so its poses differ from the
-    truth-driven rollout's from the second frame on; it cannot continue a carried rollout."""
+    truth-driven rollout's from the second frame on. Continued by its carry for 40 more
+    frames (past the clip's end: a steered rollout's rows stop there) it is, frame by frame,
+    the 88-frame steered rollout, the steer's path then holding the continuation's frames;
+    a truth-driven carry refuses a steer and a steered one needs it."""
     import torch
 
     from kinema.control.retrieval.rollout import rollout
@@ -692,3 +695,17 @@ def test_a_stick_driven_rollout_takes_its_joystick_from_the_steer(games105_db, g
     assert float((driven.pose[:, 1:] - clip.pose[:, 1:]).abs().max()) > 1e-3
     with pytest.raises(KinemaError, match="steer"):
         rollout(model, r, db, None, 8, 24, rigid=True, carry=clip.carry, steer=steer)
+    with pytest.raises(KinemaError, match="steer"):
+        rollout(model, r, db, None, 8, 24, rigid=True, carry=driven.carry)
+    seeds, walk = np.array([[0.25, 0.9, 0.0, 0.0], [0.75, 0.1, 0.5, 0.0]]), np.array([False, True])
+    starts = np.array([starts[0], db.ranges[db.clip_of(starts[:1]), 1][0] - 8 - 49])   # the second ends its clip at 48
+    whole_steer, part_steer = StickSteer(seeds, walk, db.fps), StickSteer(seeds, walk, db.fps)
+    with torch.no_grad():
+        whole = rollout(model, r, db, starts, 8, 88, rigid=True, steer=whole_steer)
+        first = rollout(model, r, db, starts, 8, 48, rigid=True, steer=part_steer)
+        rest = rollout(model, r, db, None, 8, 40, rigid=True, carry=first.carry, steer=part_steer)
+    assert float((torch.cat([first.pose, rest.pose], 1) - whole.pose).abs().max()) < 1e-5
+    np.testing.assert_allclose(np.concatenate([first.root_pos, rest.root_pos], 1), whole.root_pos, atol=1e-5)
+    assert part_steer.path()[0].shape == (2, 40, 3)
+    np.testing.assert_allclose(part_steer.path()[0], whole_steer.path()[0][:, 48:], atol=1e-9)
+    assert rest.rows[1].max() == db.ranges[db.clip_of(starts[1:]), 1][0] - 1

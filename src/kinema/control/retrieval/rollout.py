@@ -161,7 +161,8 @@ class Carry:
     """Where a :func:`rollout` stopped, to continue it (detached from the autograd graph):
     the model state, the last predicted normalised pose (B, P) and its row (B,) of the
     source, the roots (B, 3), the root mover and candidate stream, the frames run so far,
-    and the per-rollout exclusions and kept-retrieval flags (B,)."""
+    the per-rollout exclusions and kept-retrieval flags (B,), and the stick steer that drove
+    it (None: the clip's own path)."""
 
     state: object
     prev: torch.Tensor
@@ -173,6 +174,7 @@ class Carry:
     frames: int
     exclude: np.ndarray | None
     seq_keep: np.ndarray
+    steer: StickSteer | None = None
 
 
 @dataclass
@@ -252,11 +254,12 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray | 
     ``steer`` (a :class:`~kinema.control.retrieval.steering.StickSteer`) gives the
     predicted frames their joystick from sticks through the runtime's springs, started at
     rest at the context's last root, instead of from the clip's future path: the rows then
-    only say where the context comes from (the targets are the clip's, unused by a
-    stick-driven loss). Not with ``carry``.
+    only say where the context comes from (the targets are the clip's, held at its last
+    frame past its end, unused by a stick-driven loss). A carried rollout continues with the steer it was steered by (its
+    springs and sticks run on), and only with it.
     """
-    if steer is not None and carry is not None:
-        raise KinemaError("a stick-driven rollout (steer) cannot continue a carried one")
+    if carry is not None and (steer is None) != (carry.steer is None):
+        raise KinemaError("a carried rollout continues with the steer it was driven by (and only a steered one with a steer)")
     norm = retriever.norm
     uses = getattr(model, "use_retrieval", False) and retrieval
     device = next(model.parameters()).device
@@ -308,10 +311,14 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray | 
                                                           carry.exclude, carry.seq_keep)
         b, root_pos, root_dir = len(carry.row), carry.root_pos, carry.root_dir
         start_pos, start_dir = root_pos, root_dir
+        if steer is not None:
+            steer.continue_path()
         start_toes = None if mover.toes is None else mover.toes.copy()
         row0, steps, frames = carry.row, horizon, carry.frames
+    # a steered rollout's rows stop at its clip's end (only the context reads them)
+    last_row = None if steer is None else source.ranges[source.clip_of(row0), 1] - 2
     for h in range(steps):
-        rows = row0 + h
+        rows = row0 + h if last_row is None else np.minimum(row0 + h, last_row)
         if rng is not None and student < 1.0:
             use_gt = torch.as_tensor(rng.random(b) >= student, device=device)[:, None]
             prev = torch.where(use_gt, t_(retriever.poses_n[rows]), prev)
@@ -338,7 +345,7 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray | 
         td.append(source.root_directions[rows + 1])
         rows_out.append(rows + 1)
     after = Carry(state.detach(), prev.detach(), rows_out[-1], root_pos, root_dir, mover, stream,
-                  frames + steps, exclude, seq_keep)
+                  frames + steps, exclude, seq_keep, steer)
     return Rollout(torch.stack(preds, 1), torch.stack(logits, 1), t_(np.stack(targets, 1)), t_(np.stack(tcont, 1)),
                    np.stack(rp, 1), np.stack(rd, 1), np.stack(tp, 1), np.stack(td, 1), np.stack(rows_out, 1),
                    start_pos, start_dir, start_toes, after)

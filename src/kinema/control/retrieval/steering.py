@@ -35,7 +35,9 @@ class StickSteer:
 
     :meth:`start` puts the springs at rest at the rollouts' roots; each call advances them
     one frame and returns the joystick relative to the given roots. :meth:`path` is the
-    requested path: the springs' simulated root at the start and after each call.
+    requested path of the frames of the current rollout: the springs' simulated root at the
+    start and after each call, or, after :meth:`continue_path` (a rollout that continues the
+    last one, whose first frame is already a call's), after each call since.
     """
 
     def __init__(self, seeds: np.ndarray, walk: np.ndarray, fps: float, config: ControlConfig | None = None):
@@ -69,6 +71,12 @@ class StickSteer:
         self._dir.append(sim.direction.copy())
         return self.springs.predict().features(root_pos, root_dir).astype(np.float32)
 
+    def continue_path(self) -> None:
+        """Start a new :meth:`path` for a continued rollout: the springs and the sticks'
+        clock run on, the path holds only the calls made from now on."""
+        self._pos, self._dir = [], []
+
     def path(self) -> tuple[np.ndarray, np.ndarray]:
-        """The requested roots so far: positions and facings (B, 1 + calls, 3), metres."""
+        """The requested roots of the current rollout's frames: positions and facings
+        (B, frames, 3), metres."""
         return np.stack(self._pos, 1), np.stack(self._dir, 1)

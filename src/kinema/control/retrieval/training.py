@@ -44,7 +44,9 @@ also runs ``stick_batch`` rollouts whose joystick comes from wandering sticks th
 runtime's springs (:class:`~kinema.control.retrieval.steering.StickSteer`), as a user drives
 the controller, and adds that much of their self-supervised terms (:func:`stick_loss`:
 stride against the data's stride ratio, the requested path, the hips above a crouch, skating
-on the predicted toes). The checkpoint is selected on the free-running
+on the predicted toes); with ``stick_chain`` = n those rollouts continue over up to n free
+steps (their sticks run on), as ``free_chain`` continues the truth-driven ones. The
+checkpoint is selected on the free-running
 validation loss plus each trained term's weight times its validation value
 (:func:`selection_key`).
 
@@ -151,12 +153,14 @@ class TrainSettings:
     chain_pose_weight: float = 1.0   # the pose and contact terms' weight in a chain's continued rollouts
     stick_weight: float = 0.0  # free stage: stick-driven rollouts' self-supervised terms (stick_loss), this much
     stick_batch: int = 8       # ... how many stick-driven rollouts each free step adds
+    stick_chain: int = 1       # ... free steps in a row that continue the same stick-driven rollouts (as free_chain)
 
     def __post_init__(self) -> None:
         if self.skate_on not in SKATE_ON:
             raise KinemaError(f"train.skate_on must be one of {SKATE_ON}, got {self.skate_on!r}")
-        if self.free_chain < 1:
-            raise KinemaError(f"train.free_chain must be 1 or more, got {self.free_chain}")
+        if self.free_chain < 1 or self.stick_chain < 1:
+            raise KinemaError(f"train.free_chain and train.stick_chain must be 1 or more, got {self.free_chain} "
+                              f"and {self.stick_chain}")
 
 
 def resolve_clips(patterns: list[str], base: Path | None = None) -> list[Path]:
@@ -730,28 +734,63 @@ def stick_objective(terms: dict[str, torch.Tensor]) -> torch.Tensor:
 
 
 def stick_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings, rng: np.random.Generator,
-               floor: float, targets: StickTargets) -> torch.Tensor:
+               floor: float, targets: StickTargets, carry: Carry | None = None) -> tuple[torch.Tensor, Carry]:
     """:func:`stick_objective` of ``s.stick_batch`` rollouts of ``s.free_horizon`` frames
     from random upright rows of ``clips``, each driven by its own random stick
-    (:meth:`StickSteer.random`), with the free stage's dropout and truncation."""
+    (:meth:`StickSteer.random`), with the free stage's dropout and truncation; or, with
+    ``carry``, of the continuation of the last ones (their sticks run on). Returns the loss
+    and the :class:`Carry` that continues them."""
     db = retriever.db
-    starts = rollout_starts(db, clips, s.context + s.free_horizon + 1, s.stick_batch, rng, upright=True)
-    steer = StickSteer.random(len(starts), rng, db.fps)
-    r = rollout(model, retriever, db, starts, s.context, s.free_horizon, exclude=retriever.exclusions(db.clip_of(starts)),
-                rng=rng, dropout=(s.drop_all, s.drop_each, s.drop_sequence), detach_every=s.detach_every,
-                rigid=s.rigid, ground=s.ground, planted=floor if s.planted else None, steer=steer)
-    return stick_objective(stick_terms(db, _raw(retriever, r.pose), r, steer, targets, floor))
+    if carry is None:
+        starts = rollout_starts(db, clips, s.context + s.free_horizon + 1, s.stick_batch, rng, upright=True)
+        steer, ex = StickSteer.random(len(starts), rng, db.fps), retriever.exclusions(db.clip_of(starts))
+    else:
+        starts = ex = None
+        steer = carry.steer
+    r = rollout(model, retriever, db, starts, s.context, s.free_horizon, exclude=ex, rng=rng,
+                dropout=(s.drop_all, s.drop_each, s.drop_sequence), detach_every=s.detach_every, rigid=s.rigid,
+                ground=s.ground, planted=floor if s.planted else None, carry=carry, steer=steer)
+    return stick_objective(stick_terms(db, _raw(retriever, r.pose), r, steer, targets, floor)), r.carry
+
+
+def stick_step(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings, rng: np.random.Generator,
+               floor: float, targets: StickTargets, carry: Carry | None, left: int, i: int
+               ) -> tuple[torch.Tensor, Carry | None, int, int]:
+    """The stick-driven part of free-stage step ``i``: a continuation of ``carry`` while its
+    chain has ``left`` rollouts to go (``train.stick_chain``, growing as
+    :func:`chain_length` grows ``free_chain``), else fresh rollouts. A continuation that
+    goes non-finite is redone fresh, and one whose poses leave the data (RMS over
+    :data:`CHAIN_BREAK_RMS`) ends its chain. Returns (loss, carry, rollouts left in its
+    chain, 1 if the chain broke else 0)."""
+    broke = 0
+    if carry is not None and left > 0:
+        try:
+            loss, after = stick_loss(model, retriever, clips, s, rng, floor, targets, carry)
+            if not torch.isfinite(loss):
+                raise NonFiniteError("a continued stick-driven rollout's loss is not finite")
+        except NonFiniteError:
+            carry, broke = None, 1
+        else:
+            carry, left = after, left - 1
+    else:
+        carry = None
+    if carry is None:
+        left = chain_length(s, i, s.stick_chain) - 1
+        loss, carry = stick_loss(model, retriever, clips, s, rng, floor, targets)
+    if left and float(carry.prev.pow(2).mean(-1).sqrt().max()) > CHAIN_BREAK_RMS:
+        carry, left, broke = None, 0, 1
+    return loss, carry, left, broke
 
 
 CHAIN_BREAK_RMS = 10.0   # normalised units: a continued rollout this far from the data restarts from the truth
 
 
-def chain_length(s: TrainSettings, i: int) -> int:
+def chain_length(s: TrainSettings, i: int, n: int | None = None) -> int:
     """Rollouts in a row of the chain that starts at free-stage step ``i``: 1 at the start of
-    the free stage, growing linearly to ``s.free_chain`` at its half (a model fresh from the
-    scheduled stage drives itself off the data within seconds)."""
+    the free stage, growing linearly to ``n`` (default ``s.free_chain``) at its half (a model
+    fresh from the scheduled stage drives itself off the data within seconds)."""
     half = max(s.free // 2, 1)
-    return 1 + (s.free_chain - 1) * min(i, half) // half
+    return 1 + ((s.free_chain if n is None else n) - 1) * min(i, half) // half
 
 
 def free_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings, rng: np.random.Generator,
@@ -930,6 +969,7 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
             on_validation(rec)
     t0 = time.time() - elapsed
     carry, chain_left, broken = None, 0, 0   # the free stage's chained rollouts (train.free_chain)
+    stick_carry, stick_left = None, 0        # ... and its chained stick-driven ones (train.stick_chain)
     from tqdm import tqdm
     for step in tqdm(range(first, total), desc="train", leave=False, mininterval=5, initial=first, total=total):
         model.train()
@@ -946,7 +986,10 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
                                                            chain_left, step - s.warmup - s.scheduled)
                 broken += broke
                 if s.stick_weight > 0:
-                    loss = loss + s.stick_weight * stick_loss(model, retriever, train_clips, s, rng, floor, stick_targets)
+                    sl, stick_carry, stick_left, broke = stick_step(model, retriever, train_clips, s, rng, floor,
+                                                                    stick_targets, stick_carry, stick_left,
+                                                                    step - s.warmup - s.scheduled)
+                    loss, broken = loss + s.stick_weight * sl, broken + broke
             if stage != "warmup" and s.tf_mix > 0:   # keep the teacher-forced objective in the rollout stages
                 loss = loss + s.tf_mix * teacher_forced_loss(model, sampler, s, rng)
         except NonFiniteError as e:   # a rollout's poses blew up before the loss was formed
@@ -965,10 +1008,11 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
             epoch = len(history) + 1
             rec = {"epoch": epoch, "step": step + 1, "stage": stage, "train_loss": float(np.mean(running)),
                    "seconds": round(time.time() - t0, 1), **v}
-            if s.free_chain > 1:
+            if s.free_chain > 1 or (s.stick_weight > 0 and s.stick_chain > 1):
                 rec["chains_broken"] = broken
             running = []
-            carry = None   # a chain ends at a validation, so a run resumed from here continues as this one
+            carry = stick_carry = None   # a chain ends at a validation, so a run resumed from here continues as this one
+            stick_left = 0
             history.append(rec)
             log(json.dumps(rec))
             key = selection_key(v, s)
