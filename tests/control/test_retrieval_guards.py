@@ -242,18 +242,8 @@ def test_chained_free_rollouts_train_and_resume_to_the_same_weights(trained, tmp
     cfg = load_config(CONFIG)
     cfg["train"].update(free=10, free_chain=3)
     a_path, _ = train(cfg, tmp_path / "chain.safetensors", log=lambda *_: None)
-    out = tmp_path / "chain_resumed.safetensors"
-    train(cfg, out, log=lambda *_: None, stop_after=14)
-    train(cfg, out, log=lambda *_: None, resume=True)
-    a, _ = load_checkpoint(a_path)
-    b, _ = load_checkpoint(out)
-    for (name, x), y in zip(a.state_dict().items(), b.state_dict().values()):
-        assert torch.equal(x, y), name
-    cfg1 = load_config(CONFIG)
-    cfg1["train"].update(free=10)
-    c_path, _ = train(cfg1, tmp_path / "nochain.safetensors", log=lambda *_: None)
-    c, _ = load_checkpoint(c_path)
-    assert any(not torch.equal(x, y) for x, y in zip(a.state_dict().values(), c.state_dict().values()))
+    _assert_resumes_to_the_same_weights(cfg, a_path, tmp_path / "chain_resumed.safetensors")
+    _assert_differs_from_the_plain_run(a_path, tmp_path)
     cfg["train"]["free_chain"] = 0
     with pytest.raises(KinemaError, match="free_chain"):
         train(cfg, tmp_path / "bad.safetensors", log=lambda *_: None)
@@ -276,14 +266,25 @@ def test_stick_driven_free_steps_train_select_and_resume(trained, tmp_path):
     best = meta["history"]["best"]
     assert selection_key(best, s) == pytest.approx(best["fr_with"] + 0.5 * best["stick_with"])
     assert meta["loss_weights"]["stick"] == 0.5
-    out = tmp_path / "stick_resumed.safetensors"
+    _assert_resumes_to_the_same_weights(cfg, a_path, tmp_path / "stick_resumed.safetensors")
+    _assert_differs_from_the_plain_run(a_path, tmp_path)
+
+
+def _assert_resumes_to_the_same_weights(cfg: dict, whole: Path, out: Path) -> None:
+    """``cfg`` trained to ``out`` with a stop after step 14 and a resume ends with the weights
+    of the uninterrupted run ``whole``."""
     train(cfg, out, log=lambda *_: None, stop_after=14)
     train(cfg, out, log=lambda *_: None, resume=True)
-    a, _ = load_checkpoint(a_path)
+    a, _ = load_checkpoint(whole)
     b, _ = load_checkpoint(out)
     for (name, x), y in zip(a.state_dict().items(), b.state_dict().values()):
         assert torch.equal(x, y), name
-    cfg0 = load_config(CONFIG)
-    cfg0["train"].update(free=10)
-    c, _ = load_checkpoint(train(cfg0, tmp_path / "nostick.safetensors", log=lambda *_: None)[0])
+
+
+def _assert_differs_from_the_plain_run(path: Path, tmp_path: Path) -> None:
+    """The weights of ``path`` differ from the tiny config's with 10 free steps and nothing else."""
+    cfg = load_config(CONFIG)
+    cfg["train"].update(free=10)
+    a, _ = load_checkpoint(path)
+    c, _ = load_checkpoint(train(cfg, tmp_path / "plain.safetensors", log=lambda *_: None)[0])
     assert any(not torch.equal(x, y) for x, y in zip(a.state_dict().values(), c.state_dict().values()))
