@@ -520,9 +520,14 @@ def path_loss(db: Database, pose: torch.Tensor, start_pos: np.ndarray, start_dir
     against the clip's roots ``true_pos``/``true_dir`` (B, H, 3). Differentiable: a root
     velocity (or, planted, a stance leg's swing) early in the rollout is charged for where
     it leaves the root later."""
-    x, z, yaw = rollout_roots(db, pose, start_pos, start_dir, planted, start_toes)
-    tp = torch.as_tensor(np.asarray(true_pos), dtype=pose.dtype, device=pose.device)
-    td = torch.as_tensor(np.asarray(true_dir), dtype=pose.dtype, device=pose.device)
+    return _path_error(*rollout_roots(db, pose, start_pos, start_dir, planted, start_toes), true_pos, true_dir)
+
+
+def _path_error(x: torch.Tensor, z: torch.Tensor, yaw: torch.Tensor, true_pos: np.ndarray,
+                true_dir: np.ndarray) -> torch.Tensor:
+    """:func:`path_loss` of roots x, z (B, H) (m) and yaws (B, H) (rad) already integrated."""
+    tp = torch.as_tensor(np.asarray(true_pos), dtype=x.dtype, device=x.device)
+    td = torch.as_tensor(np.asarray(true_dir), dtype=x.dtype, device=x.device)
     position = (x - tp[..., 0]) ** 2 + (z - tp[..., 2]) ** 2
     heading = 1.0 - (torch.sin(yaw) * td[..., 0] + torch.cos(yaw) * td[..., 2])
     return (position + heading).mean()
@@ -716,14 +721,12 @@ def stick_terms(db: Database, raw: torch.Tensor, r: Rollout, steer: StickSteer, 
     toes = [db.roles["left_toe"], db.roles["right_toe"]]
     pos = _joint_positions(db, raw)
     toe_speed = _second_means(db, _joint_steps(pos[:, :, toes]).mean(-1) * 100.0 * db.fps)
-    with torch.no_grad():
-        x, z, _ = rollout_roots(db, raw, r.start_pos, r.start_dir)
-        root = torch.sqrt(torch.diff(x, dim=1) ** 2 + torch.diff(z, dim=1) ** 2) * 100.0 * db.fps
-        root_speed = _second_means(db, root)
-    path_pos, path_dir = steer.path()
+    x, z, yaw = rollout_roots(db, raw, r.start_pos, r.start_dir)
+    root = torch.sqrt(torch.diff(x.detach(), dim=1) ** 2 + torch.diff(z.detach(), dim=1) ** 2) * 100.0 * db.fps
+    root_speed = _second_means(db, root)
     short = F.relu(UPRIGHT_SHARE * targets.standing_hips - pos[:, :, db.roles["hips"], 1]) / targets.standing_hips
     return {"stride": _log_ratio_loss(toe_speed, targets.stride_ratio * root_speed, 5.0),
-            "path": path_loss(db, raw, r.start_pos, r.start_dir, path_pos, path_dir),
+            "path": _path_error(x, z, yaw, *steer.path()),
             "posture": (short ** 2).mean(),
             "skate": skate_loss(db, raw, own_contacts(db, raw, floor))}
 
@@ -756,30 +759,13 @@ def stick_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings,
 def stick_step(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings, rng: np.random.Generator,
                floor: float, targets: StickTargets, carry: Carry | None, left: int, i: int
                ) -> tuple[torch.Tensor, Carry | None, int, int]:
-    """The stick-driven part of free-stage step ``i``: a continuation of ``carry`` while its
-    chain has ``left`` rollouts to go (``train.stick_chain``, growing as
-    :func:`chain_length` grows ``free_chain``), else fresh rollouts. A continuation that
-    goes non-finite is redone fresh, and one whose poses leave the data (RMS over
-    :data:`CHAIN_BREAK_RMS`) ends its chain. Returns (loss, carry, rollouts left in its
-    chain, 1 if the chain broke else 0)."""
-    broke = 0
-    if carry is not None and left > 0:
-        try:
-            loss, after = stick_loss(model, retriever, clips, s, rng, floor, targets, carry)
-            if not torch.isfinite(loss):
-                raise NonFiniteError("a continued stick-driven rollout's loss is not finite")
-        except NonFiniteError:
-            carry, broke = None, 1
-        else:
-            carry, left = after, left - 1
-    else:
-        carry = None
-    if carry is None:
-        left = chain_length(s, i, s.stick_chain) - 1
-        loss, carry = stick_loss(model, retriever, clips, s, rng, floor, targets)
-    if left and float(carry.prev.pow(2).mean(-1).sqrt().max()) > CHAIN_BREAK_RMS:
-        carry, left, broke = None, 0, 1
-    return loss, carry, left, broke
+    """The stick-driven part of free-stage step ``i``: :func:`chained_step` of
+    :func:`stick_loss`, chains growing to ``train.stick_chain`` as :func:`chain_length`
+    grows ``free_chain``."""
+    def run(c: Carry | None, n: int) -> tuple[torch.Tensor, Carry]:
+        return stick_loss(model, retriever, clips, s, rng, floor, targets, c)
+
+    return chained_step(run, carry, left, chain_length(s, i, s.stick_chain))
 
 
 CHAIN_BREAK_RMS = 10.0   # normalised units: a continued rollout this far from the data restarts from the truth
@@ -793,43 +779,52 @@ def chain_length(s: TrainSettings, i: int, n: int | None = None) -> int:
     return 1 + ((s.free_chain if n is None else n) - 1) * min(i, half) // half
 
 
-def free_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings, rng: np.random.Generator,
-              floor: float, carry: Carry | None, chain_left: int, i: int) -> tuple[torch.Tensor, Carry | None, int, int]:
-    """The loss of free-stage step ``i``: a continuation of ``carry`` while its chain has
-    ``chain_left`` rollouts to go, else fresh rollouts (:func:`rollout_loss`). A continued
-    rollout that goes non-finite, or whose last poses leave the data (RMS over
-    :data:`CHAIN_BREAK_RMS`), breaks the chain: the step is redone from the truth, or the
-    next one starts there. Returns (loss, carry, rollouts left in its chain, 1 if the
-    chain broke else 0)."""
-    if carry is None or chain_left == 0:
-        carry, n = None, chain_length(s, i)
-        chain_left = n - 1
-    else:
-        n, chain_left = 0, chain_left - 1
+def chained_step(run: Callable[[Carry | None, int], tuple[torch.Tensor, Carry]], carry: Carry | None, left: int,
+                 n: int) -> tuple[torch.Tensor, Carry | None, int, int]:
+    """One step of a chain of rollouts: ``run(carry, 0)`` continues ``carry`` while its
+    chain has ``left`` rollouts to go, else ``run(None, n)`` starts fresh rollouts (with room
+    for a chain of ``n``, ``n - 1`` then left). A continuation that goes non-finite is redone
+    fresh, and one whose last poses leave the data (RMS over :data:`CHAIN_BREAK_RMS`) ends
+    its chain. Returns (loss, carry, rollouts left in its chain, 1 if the chain broke else 0)."""
     broke = 0
-    if carry is not None:
+    if carry is not None and left > 0:
         try:
-            loss, after = rollout_loss(model, retriever, clips, s, s.free_horizon, 1.0, rng, s.detach_every, floor,
-                                       carry)
+            loss, after = run(carry, 0)
             if not torch.isfinite(loss):
                 raise NonFiniteError("a continued rollout's loss is not finite")
         except NonFiniteError:
-            carry, broke, n = None, 1, chain_length(s, i)
-            chain_left = n - 1
+            carry, broke = None, 1
         else:
-            carry = after
+            carry, left = after, left - 1
+    else:
+        carry = None
     if carry is None:
-        loss, carry = rollout_loss(model, retriever, clips, s, s.free_horizon, 1.0, rng, s.detach_every, floor,
-                                   None, n)
-    if chain_left and float(carry.prev.pow(2).mean(-1).sqrt().max()) > CHAIN_BREAK_RMS:
-        carry, chain_left, broke = None, 0, 1
-    return loss, carry, chain_left, broke
+        left = n - 1
+        loss, carry = run(None, n)
+    if left and float(carry.prev.pow(2).mean(-1).sqrt().max()) > CHAIN_BREAK_RMS:
+        carry, left, broke = None, 0, 1
+    return loss, carry, left, broke
+
+
+def free_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings, rng: np.random.Generator,
+              floor: float, carry: Carry | None, chain_left: int, i: int) -> tuple[torch.Tensor, Carry | None, int, int]:
+    """The loss of free-stage step ``i``: :func:`chained_step` of :func:`rollout_loss`
+    (fresh rollouts start from the truth with room for their chain of
+    :func:`chain_length`). Returns (loss, carry, rollouts left in its chain, 1 if the chain
+    broke else 0)."""
+    def run(c: Carry | None, n: int) -> tuple[torch.Tensor, Carry]:
+        return rollout_loss(model, retriever, clips, s, s.free_horizon, 1.0, rng, s.detach_every, floor, c,
+                            max(n, 1))
+
+    return chained_step(run, carry, chain_left, chain_length(s, i))
 
 
 @torch.no_grad()
-def validate(model, retriever: Retriever, val: Database, s: TrainSettings, floor: float) -> dict[str, float]:
+def validate(model, retriever: Retriever, val: Database, s: TrainSettings, floor: float,
+             stick_targets: StickTargets | None = None) -> dict[str, float]:
     """Teacher-forced and free-running validation losses with retrieved and null candidates,
-    and the free-running values of the trained rollout terms (``energy_with``, ...)."""
+    and the free-running values of the trained rollout terms (``energy_with``, ...;
+    ``stick_targets``: the training database's, computed here when None)."""
     clips = np.arange(len(val.ranges))
     length = min(s.window, s.context + s.val_horizon)
     out = {}
@@ -841,6 +836,7 @@ def validate(model, retriever: Retriever, val: Database, s: TrainSettings, floor
     pose = torch.as_tensor(norm.normalise(val.pose[rows]), device=dev)
     ctrl = torch.as_tensor(val.trajectory[rows[:, :-1]], device=dev)
     variants = [("with", True), ("without", False)] if model.use_retrieval else [("without", False)]
+    stick_starts = None
     for name, use in variants:
         cands = torch.as_tensor(teacher_forced_candidates(retriever, val, rows[:, :-1], None, None),
                                 device=dev) if use else None
@@ -852,24 +848,32 @@ def validate(model, retriever: Retriever, val: Database, s: TrainSettings, floor
         for term, value in motion_terms(val, retriever, r, s, floor).items():
             out[f"{term}_{name}"] = float(value)
         if s.stick_weight > 0:
-            out[f"stick_{name}"] = float(_validate_sticks(model, retriever, val, s, floor, use))
+            if stick_starts is None:
+                stick_starts = _stick_starts(val, s)
+                stick_targets = stick_targets or StickTargets.of(retriever.db)
+            out[f"stick_{name}"] = float(_validate_sticks(model, retriever, val, s, floor, use, stick_starts,
+                                                          stick_targets))
     return out
 
 
-def _validate_sticks(model, retriever: Retriever, val: Database, s: TrainSettings, floor: float,
-                     use: bool) -> torch.Tensor:
-    """:func:`stick_objective` of ``val_windows`` stick-driven rollouts of ``val_horizon``
-    frames on the validation clips: evenly spaced upright starts (any starts where none
-    stays upright), the same stick scripts at every validation."""
+def _stick_starts(val: Database, s: TrainSettings) -> np.ndarray:
+    """``val_windows`` evenly spaced upright starts of the validation clips with room for
+    ``val_horizon`` frames (any such starts where none stays upright)."""
     length = s.context + s.val_horizon + 1
     rows = upright_rows(val, length)
     if len(rows) == 0:
         rows = rollout_starts(val, np.arange(len(val.ranges)), length, 0, None, stride=60)
-    starts = rows[np.linspace(0, len(rows) - 1, min(s.val_windows, len(rows))).astype(np.int64)]
+    return rows[np.linspace(0, len(rows) - 1, min(s.val_windows, len(rows))).astype(np.int64)]
+
+
+def _validate_sticks(model, retriever: Retriever, val: Database, s: TrainSettings, floor: float, use: bool,
+                     starts: np.ndarray, targets: StickTargets) -> torch.Tensor:
+    """:func:`stick_objective` of stick-driven rollouts of ``val_horizon`` frames from
+    ``starts`` of the validation clips, the same stick scripts at every validation."""
     steer = StickSteer.random(len(starts), np.random.default_rng(0), val.fps)
     r = rollout(model, retriever, val, starts, s.context, s.val_horizon, retrieval=use, rigid=s.rigid, ground=s.ground,
                 planted=floor if s.planted else None, steer=steer)
-    return stick_objective(stick_terms(val, _raw(retriever, r.pose), r, steer, StickTargets.of(retriever.db), floor))
+    return stick_objective(stick_terms(val, _raw(retriever, r.pose), r, steer, targets, floor))
 
 
 def selection_key(rec: dict, s: TrainSettings) -> float:
@@ -1004,7 +1008,7 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
         running.append(loss.item())
         if (step + 1) % s.eval_every == 0 or step + 1 == total:
             model.eval()
-            v = validate(model, retriever, val, s, floor)
+            v = validate(model, retriever, val, s, floor, stick_targets)
             epoch = len(history) + 1
             rec = {"epoch": epoch, "step": step + 1, "stage": stage, "train_loss": float(np.mean(running)),
                    "seconds": round(time.time() - t0, 1), **v}
