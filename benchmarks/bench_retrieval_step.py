@@ -35,6 +35,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from common import print_table  # noqa: E402
 from kinema.control.retrieval import training as T  # noqa: E402
+from kinema.control.retrieval.metrics import floor_height  # noqa: E402
 from kinema.control.retrieval.sequences import WindowSampler  # noqa: E402
 from kinema.control.retrieval.training import apply_overrides  # noqa: E402
 from kinema.data import shared_root  # noqa: E402
@@ -63,6 +64,7 @@ def stage_times(cfg: dict, db, val, device: str, batch: int, retrieval: bool, re
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
     ret = T.make_retriever(cfg, db, Normaliser.fit(db.pose, floor=1e-2))
+    floor = floor_height(db)
     model = T.make_model(cfg, db, ret).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=s.lr)
     clips = np.arange(len(db.ranges))
@@ -78,8 +80,9 @@ def stage_times(cfg: dict, db, val, device: str, batch: int, retrieval: bool, re
     mid = (s.horizon[0] + s.horizon[1]) // 2
     stages = {
         "warmup": tf,
-        "scheduled": lambda: T.rollout_loss(model, ret, clips, s, mid, 0.5, rng, None) + s.tf_mix * tf(),
-        "free": lambda: T.rollout_loss(model, ret, clips, s, s.free_horizon, 1.0, rng, s.detach_every) + s.tf_mix * tf(),
+        "scheduled": lambda: T.rollout_loss(model, ret, clips, s, mid, 0.5, rng, None, floor)[0] + s.tf_mix * tf(),
+        "free": lambda: T.rollout_loss(model, ret, clips, s, s.free_horizon, 1.0, rng, s.detach_every, floor)[0]
+        + s.tf_mix * tf(),
     }
     out = {}
     for name, loss_fn in stages.items():
@@ -96,7 +99,7 @@ def stage_times(cfg: dict, db, val, device: str, batch: int, retrieval: bool, re
         out[name] = float(np.median(times))
     model.eval()
     t0 = time.perf_counter()
-    T.validate(model, ret, val, s)
+    T.validate(model, ret, val, s, floor)
     sync()
     out["validate"] = time.perf_counter() - t0
     out["frames"] = {"warmup": s.window, "scheduled": s.context + mid, "free": s.context + s.free_horizon}
