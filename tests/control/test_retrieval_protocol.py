@@ -619,6 +619,35 @@ def test_a_stick_steer_asks_for_the_path_its_sticks_ask_for():
     assert stick.shape == (2, 12) and stick.dtype == np.float32
 
 
+def test_an_idle_stick_steer_asks_for_nothing_and_the_idle_share_is_drawn_apart():
+    """``idle`` rollouts (``train.stick_idle``, a user who lets go of the stick): the same
+    script pushed straight ahead requests no motion at all for 3 s, while its non-idle twin
+    walks; :meth:`StickSteer.random` draws the idle flags after the scripts, so without idle
+    rollouts the scripts are the ones drawn before the option existed, and a share of 0.5
+    over 400 rollouts makes about half of them idle. A share outside [0, 1] is refused."""
+    from kinema.control.retrieval.steering import StickSteer
+    from kinema.control.retrieval.training import TrainSettings
+    from kinema.errors import KinemaError
+
+    fps = 60.0
+    seeds = np.array([[0.0, 0.5, 0.3, 0.0]] * 2)
+    steer = StickSteer(seeds, np.array([True, True]), fps, idle=np.array([True, False]))
+    steer.start(np.zeros((2, 3)), np.tile([0.0, 0.0, 1.0], (2, 1)))
+    root, facing = np.zeros((2, 3), np.float32), np.tile([0.0, 0.0, 1.0], (2, 1)).astype(np.float32)
+    for _ in range(int(3 * fps)):
+        stick = steer(root, facing)
+    pos, _ = steer.path()
+    assert np.all(pos[0] == 0.0) and np.all(stick[0, :6] == 0.0)
+    assert pos[1, -1, 2] > 1.0
+
+    plain = StickSteer.random(400, np.random.default_rng(3), fps)
+    idle = StickSteer.random(400, np.random.default_rng(3), fps, idle_share=0.5)
+    assert np.array_equal(plain.seeds, idle.seeds) and np.array_equal(plain.walk, idle.walk)
+    assert np.all(plain.held == 1.0) and 0.4 < (idle.held == 0.0).mean() < 0.6
+    with pytest.raises(KinemaError, match="stick_idle"):
+        TrainSettings(stick_idle=1.5)
+
+
 def test_stick_terms_pass_the_truth_and_charge_a_glide_a_crouch_and_a_detour(games105_db, games105_retriever):
     """The stick-driven rollouts' self-supervised terms, read on real windows whose
     requested path is the actor's own: the truth strides like the data, follows its path

@@ -6,7 +6,8 @@ stick asks for other paths, and there the LaFAN1 models glide: the root follows 
 while the legs barely step (the scenarios' stride ratio, ``benchmarks/results/
 controller_protocol.md``). A :class:`StickSteer` gives a rollout its joystick from wandering
 sticks instead (:func:`~kinema.control.retrieval.scenarios.crowd_sticks`: a heading that
-drifts, a push that swells and fades, a 1.5-s stop in every 8 s, walking or running),
+drifts, a push that swells and fades, a 1.5-s stop in every 8 s, walking or running; or,
+for an ``idle`` rollout, a stick that stays released, as a user who lets go of it),
 through the runtime's own trajectory springs
 (:class:`~kinema.control.trajectory.TrajectoryController`): every frame the springs
 advance and their prediction relative to the rollout's own root is the joystick, as
@@ -32,6 +33,7 @@ class StickSteer:
         walk: (B,) bool, walking speeds (else running) of the springs.
         fps: frames per second of the rollout (the springs advance 1 / fps per call).
         config: the springs' speeds and halflives (None: the runtime's defaults).
+        idle: (B,) bool, rollouts whose stick stays released (None: none).
 
     :meth:`start` puts the springs at rest at the rollouts' roots; each call advances them
     one frame and returns the joystick relative to the given roots. :meth:`path` is the
@@ -40,17 +42,23 @@ class StickSteer:
     last one, whose first frame is already a call's), after each call since.
     """
 
-    def __init__(self, seeds: np.ndarray, walk: np.ndarray, fps: float, config: ControlConfig | None = None):
+    def __init__(self, seeds: np.ndarray, walk: np.ndarray, fps: float, config: ControlConfig | None = None,
+                 idle: np.ndarray | None = None):
         self.seeds = np.asarray(seeds, np.float64)
         self.walk = np.asarray(walk, bool)
+        self.held = np.ones(len(self.seeds)) if idle is None else (~np.asarray(idle, bool)).astype(np.float64)
         self.dt = 1.0 / float(fps)
         self.config = config
         self.springs: TrajectoryController | None = None
 
     @classmethod
-    def random(cls, count: int, rng: np.random.Generator, fps: float, walk_share: float = 0.5) -> StickSteer:
-        """``count`` rollouts with random stick scripts, ``walk_share`` of them walking."""
-        return cls(rng.random((count, 4)), rng.random(count) < walk_share, fps)
+    def random(cls, count: int, rng: np.random.Generator, fps: float, walk_share: float = 0.5,
+               idle_share: float = 0.0) -> StickSteer:
+        """``count`` rollouts with random stick scripts, ``walk_share`` of them walking and
+        ``idle_share`` of them idle (drawn only when above 0, so the draws without idle
+        rollouts are the same as before there were any)."""
+        seeds, walk = rng.random((count, 4)), rng.random(count) < walk_share
+        return cls(seeds, walk, fps, idle=rng.random(count) < idle_share if idle_share > 0 else None)
 
     def start(self, root_pos: np.ndarray, root_dir: np.ndarray) -> None:
         """Springs at rest at roots (B, 3) facing (B, 3); time 0 of the sticks."""
@@ -65,7 +73,8 @@ class StickSteer:
         """Advance one frame; the joystick (B, 12) float32 relative to roots (B, 3), (B, 3)."""
         if self.springs is None:
             raise RuntimeError("StickSteer.start must place the springs before the first frame")
-        sim = self.springs.update(crowd_sticks(self.frames * self.dt, self.seeds), self.dt, walk=self.walk)
+        stick = crowd_sticks(self.frames * self.dt, self.seeds) * self.held[:, None]
+        sim = self.springs.update(stick, self.dt, walk=self.walk)
         self.frames += 1
         self._pos.append(sim.position.copy())
         self._dir.append(sim.direction.copy())

@@ -154,6 +154,7 @@ class TrainSettings:
     stick_weight: float = 0.0  # free stage: stick-driven rollouts' self-supervised terms (stick_loss), this much
     stick_batch: int = 8       # ... how many stick-driven rollouts each free step adds
     stick_chain: int = 1       # ... free steps in a row that continue the same stick-driven rollouts (as free_chain)
+    stick_idle: float = 0.0    # ... the share of them (and of the validation's) whose stick stays released
 
     def __post_init__(self) -> None:
         if self.skate_on not in SKATE_ON:
@@ -161,6 +162,8 @@ class TrainSettings:
         if self.free_chain < 1 or self.stick_chain < 1:
             raise KinemaError(f"train.free_chain and train.stick_chain must be 1 or more, got {self.free_chain} "
                               f"and {self.stick_chain}")
+        if not 0.0 <= self.stick_idle <= 1.0:
+            raise KinemaError(f"train.stick_idle is a share of the stick-driven rollouts, in [0, 1], got {self.stick_idle}")
 
 
 def resolve_clips(patterns: list[str], base: Path | None = None) -> list[Path]:
@@ -746,7 +749,8 @@ def stick_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings,
     db = retriever.db
     if carry is None:
         starts = rollout_starts(db, clips, s.context + s.free_horizon + 1, s.stick_batch, rng, upright=True)
-        steer, ex = StickSteer.random(len(starts), rng, db.fps), retriever.exclusions(db.clip_of(starts))
+        steer = StickSteer.random(len(starts), rng, db.fps, idle_share=s.stick_idle)
+        ex = retriever.exclusions(db.clip_of(starts))
     else:
         starts = ex = None
         steer = carry.steer
@@ -870,7 +874,7 @@ def _validate_sticks(model, retriever: Retriever, val: Database, s: TrainSetting
                      starts: np.ndarray, targets: StickTargets) -> torch.Tensor:
     """:func:`stick_objective` of stick-driven rollouts of ``val_horizon`` frames from
     ``starts`` of the validation clips, the same stick scripts at every validation."""
-    steer = StickSteer.random(len(starts), np.random.default_rng(0), val.fps)
+    steer = StickSteer.random(len(starts), np.random.default_rng(0), val.fps, idle_share=s.stick_idle)
     r = rollout(model, retriever, val, starts, s.context, s.val_horizon, retrieval=use, rigid=s.rigid, ground=s.ground,
                 planted=floor if s.planted else None, steer=steer)
     return stick_objective(stick_terms(val, _raw(retriever, r.pose), r, steer, targets, floor))
