@@ -648,12 +648,13 @@ def test_an_idle_stick_steer_asks_for_nothing_and_the_idle_share_is_drawn_apart(
         TrainSettings(stick_idle=1.5)
 
 
-def test_stick_terms_pass_the_truth_and_charge_a_glide_a_crouch_and_a_detour(games105_db, games105_retriever):
+def test_stick_terms_pass_the_truth_and_charge_a_glide_a_crouch_a_float_and_a_detour(games105_db, games105_retriever):
     """The stick-driven rollouts' self-supervised terms, read on real windows whose
     requested path is the actor's own: the truth strides like the data, follows its path
     and stands (each small); the same windows with the toes frozen in character space (the
     glide: the root moves, the legs do not) pay the stride and skating terms many times
-    over; with the hips lowered to half their height, the posture term; with the path
+    over; with the hips lowered to half their height or the body lifted by half of it, the
+    posture term; with the path
     asked for 1 m to the side, the path term. The glide's planted toes are charged what the
     root moves under them (the real data's toes slide some 1.6 cm per frame under their own
     contact test too, so skating is read against the root, not against the truth). The
@@ -692,6 +693,11 @@ def test_stick_terms_pass_the_truth_and_charge_a_glide_a_crouch_and_a_detour(gam
     pos[..., 1] *= 0.5
     low[..., cols] = pos.reshape(true.shape[:2] + (-1,))
     assert terms(low)["posture"] > 0.05
+    high = true.copy()
+    pos = high[..., cols].reshape(true.shape[:2] + (-1, 3))
+    pos[..., 1] += 0.5 * targets.standing_hips   # the whole body floated half a standing height up
+    high[..., cols] = pos.reshape(true.shape[:2] + (-1,))
+    assert terms(high)["posture"] > 0.05
     aside = types.SimpleNamespace(path=lambda: (tp + np.array([1.0, 0.0, 0.0]), td))
     assert terms(true, aside)["path"] > 0.9
     t = torch.as_tensor(true).requires_grad_(True)

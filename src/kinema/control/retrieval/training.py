@@ -687,7 +687,10 @@ def rollout_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSetting
 # Each self-supervised term's share of a stick-driven rollout's loss: the path and skating
 # weights of the shipped LaFAN1 recipe, stride and posture at 1.
 STICK_TERMS = {"stride": 1.0, "path": 2.0, "posture": 1.0, "skate": 0.1}
-UPRIGHT_SHARE = 0.9   # a stick-driven rollout's hips may sit this share of the data's standing height before paying
+# A stick-driven rollout's hips may sit between these shares of the data's standing height
+# before paying: below, a crouch or a fall; above, a body that floats off the floor (with
+# only the floor below, lafan_sc8i's hips rose 11 m on the circle stick within 18 s).
+UPRIGHT_BAND = (0.9, 1.15)
 
 
 @dataclass(frozen=True)
@@ -717,8 +720,8 @@ def stick_terms(db: Database, raw: torch.Tensor, r: Rollout, steer: StickSteer, 
       detached, so the term moves the legs, not the root;
     - ``path``: :func:`path_loss` of the rollout's integrated roots against the path the
       springs requested (m^2 plus 1 - cos of the heading error);
-    - ``posture``: the hips' squared shortfall below :data:`UPRIGHT_SHARE` of the standing
-      height, as a share of it (a stick never asks for a crouch or a fall);
+    - ``posture``: the hips' squared distance outside :data:`UPRIGHT_BAND` of the standing
+      height, as a share of it (a stick never asks for a crouch, a fall or a float);
     - ``skate``: :func:`skate_loss` on the predicted toes that are on the floor.
     """
     toes = [db.roles["left_toe"], db.roles["right_toe"]]
@@ -727,10 +730,11 @@ def stick_terms(db: Database, raw: torch.Tensor, r: Rollout, steer: StickSteer, 
     x, z, yaw = rollout_roots(db, raw, r.start_pos, r.start_dir)
     root = torch.sqrt(torch.diff(x.detach(), dim=1) ** 2 + torch.diff(z.detach(), dim=1) ** 2) * 100.0 * db.fps
     root_speed = _second_means(db, root)
-    short = F.relu(UPRIGHT_SHARE * targets.standing_hips - pos[:, :, db.roles["hips"], 1]) / targets.standing_hips
+    hips = pos[:, :, db.roles["hips"], 1] / targets.standing_hips
+    outside = F.relu(UPRIGHT_BAND[0] - hips) + F.relu(hips - UPRIGHT_BAND[1])
     return {"stride": _log_ratio_loss(toe_speed, targets.stride_ratio * root_speed, 5.0),
             "path": _path_error(x, z, yaw, *steer.path()),
-            "posture": (short ** 2).mean(),
+            "posture": (outside ** 2).mean(),
             "skate": skate_loss(db, raw, own_contacts(db, raw, floor))}
 
 
