@@ -654,11 +654,10 @@ def test_stick_terms_pass_the_truth_and_charge_a_glide_a_crouch_a_float_and_a_de
     and stands (each small); the same windows with the toes frozen in character space (the
     glide: the root moves, the legs do not) pay the stride and skating terms many times
     over; with the hips lowered to half their height or the body lifted by half of it, the
-    posture term; with the path
-    asked for 1 m to the side, the path term. The glide's planted toes are charged what the
-    root moves under them (the real data's toes slide some 1.6 cm per frame under their own
-    contact test too, so skating is read against the root, not against the truth). The
-    stride term's gradient reaches the toes."""
+    posture term; with the path asked for 1 m to the side, the path term. The glide's
+    planted toes are charged what the root moves under them (the real data's toes slide some
+    1.6 cm per frame under their own contact test too, so skating is read against the root,
+    not against the truth). The stride term's gradient reaches the toes."""
     import types
 
     import torch
@@ -672,32 +671,37 @@ def test_stick_terms_pass_the_truth_and_charge_a_glide_a_crouch_a_float_and_a_de
     asked = types.SimpleNamespace(path=lambda: (tp, td))
     targets, floor = StickTargets.of(db), floor_height(db)
     cols = pose_slice(db, "joint_positions")
+    toes = [db.roles["left_toe"], db.roles["right_toe"]]
 
     def terms(poses, steer=asked):
         return {k: float(v) for k, v in stick_terms(db, torch.as_tensor(poses), r, steer, targets, floor).items()}
 
+    def edited(change):
+        """The true windows with their joint positions (B, H, J, 3) changed in place by ``change``."""
+        poses = true.copy()
+        pos = poses[..., cols].reshape(true.shape[:2] + (-1, 3))
+        change(pos)
+        poses[..., cols] = pos.reshape(true.shape[:2] + (-1,))
+        return poses
+
+    def glide(pos):
+        pos[:, :, toes] = pos[:, :1, toes]
+        pos[:, :, toes, 1] = floor - 0.01   # planted, so the skating term reads every frame
+
+    def crouch(pos):
+        pos[..., 1] *= 0.5
+
+    def float_up(pos):
+        pos[..., 1] += 0.5 * targets.standing_hips   # the whole body floated half a standing height up
+
     truth = terms(true)
     assert truth["stride"] < 0.3 and truth["path"] < 0.01 and truth["posture"] == 0.0
-    toes = [db.roles["left_toe"], db.roles["right_toe"]]
-    glide = true.copy()
-    pos = glide[..., cols].reshape(true.shape[:2] + (-1, 3))
-    pos[:, :, toes] = pos[:, :1, toes]
-    pos[:, :, toes, 1] = floor - 0.01   # planted, so the skating term reads every frame
-    glide[..., cols] = pos.reshape(true.shape[:2] + (-1,))
-    g = terms(glide)
+    g = terms(edited(glide))
     assert g["stride"] > 5 * truth["stride"] + 0.5
     step = np.linalg.norm(np.diff(tp[..., [0, 2]], axis=1), axis=-1) * 100.0   # cm the root moves per frame
     assert 0.8 < g["skate"] / float((step ** 2).mean()) < 1.3   # the planted toes slide with the root
-    low = true.copy()
-    pos = low[..., cols].reshape(true.shape[:2] + (-1, 3))
-    pos[..., 1] *= 0.5
-    low[..., cols] = pos.reshape(true.shape[:2] + (-1,))
-    assert terms(low)["posture"] > 0.05
-    high = true.copy()
-    pos = high[..., cols].reshape(true.shape[:2] + (-1, 3))
-    pos[..., 1] += 0.5 * targets.standing_hips   # the whole body floated half a standing height up
-    high[..., cols] = pos.reshape(true.shape[:2] + (-1,))
-    assert terms(high)["posture"] > 0.05
+    assert terms(edited(crouch))["posture"] > 0.05
+    assert terms(edited(float_up))["posture"] > 0.05
     aside = types.SimpleNamespace(path=lambda: (tp + np.array([1.0, 0.0, 0.0]), td))
     assert terms(true, aside)["path"] > 0.9
     t = torch.as_tensor(true).requires_grad_(True)

@@ -43,9 +43,10 @@ the slow sink into a crouch seen in the crowd). With ``stick_weight`` > 0 every 
 also runs ``stick_batch`` rollouts whose joystick comes from wandering sticks through the
 runtime's springs (:class:`~kinema.control.retrieval.steering.StickSteer`), as a user drives
 the controller, and adds that much of their self-supervised terms (:func:`stick_loss`:
-stride against the data's stride ratio, the requested path, the hips above a crouch, skating
-on the predicted toes); with ``stick_chain`` = n those rollouts continue over up to n free
-steps (their sticks run on), as ``free_chain`` continues the truth-driven ones. The
+stride against the data's stride ratio, the requested path, the hips within a band of the
+standing height, skating on the predicted toes); with ``stick_chain`` = n those rollouts
+continue over up to n free steps (their sticks run on), as ``free_chain`` continues the
+truth-driven ones, and ``stick_idle`` of them keep the stick released. The
 checkpoint is selected on the free-running
 validation loss plus each trained term's weight times its validation value
 (:func:`selection_key`).
