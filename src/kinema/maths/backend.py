@@ -116,6 +116,11 @@ def eps(x: Array) -> float:
     return float(xp(x).finfo(x.dtype).eps)
 
 
+def tiny(x: Array) -> float:
+    """Smallest positive normal number of ``x``'s floating dtype (below it, precision is lost)."""
+    return float(xp(x).finfo(x.dtype).tiny)
+
+
 def moveaxis(x: Array, source: int, destination: int) -> Array:
     """Move one axis of ``x`` to a new position."""
     if is_torch(x):

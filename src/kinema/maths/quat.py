@@ -36,6 +36,7 @@ from kinema.maths.backend import (
     promote,
     stack,
     take_along,
+    tiny,
     xp,
 )
 
@@ -132,8 +133,10 @@ def log(q: Array) -> Array:
     w, u = q[..., :1], q[..., 1:]
     s2 = dot(u, u, keepdims=True)
     series = (s2 < 1e-8 * w * w) & (w > 0)  # |xyz| / w < 1e-4: series error below 1e-17
-    # zero vector part with w <= 0: a rotation by 2 pi, any axis; we pick x
-    full_turn = (s2 == 0) & ~(w > 0)
+    # zero vector part with w <= 0: a rotation by 2 pi, any axis; we pick x. A vector part
+    # whose square is subnormal counts as zero: its square root has lost the precision that
+    # atan2(s, w) / s needs (|xyz| = 3e-162 gave an angle of 1.1 rad, not 2 pi)
+    full_turn = (s2 < tiny(s2)) & ~(w > 0)
     s = m.sqrt(m.where(series | full_turn, 1.0, s2))
     general = 2.0 * m.arctan2(s, w) / s
     ws = m.where(series, w, 1.0)
