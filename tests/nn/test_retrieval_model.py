@@ -173,3 +173,22 @@ def test_state_gates_stay_between_zero_and_twice_the_static_gate():
         lo, hi = torch.minimum(0 * static, 2 * static), torch.maximum(0 * static, 2 * static)
         assert ((gate >= lo - 1e-12) & (gate <= hi + 1e-12)).all()
         assert (gate - static).abs().max() > 0.1 * static.abs().max()   # and it does move
+
+
+def test_copy_init_plays_that_share_of_the_candidates_motion_from_the_start(tmp_path):
+    torch.manual_seed(0)
+    base = RetrievalMamba(**SMALL).double()
+    torch.manual_seed(0)
+    half = RetrievalMamba(**SMALL, copy_init=0.5).double()
+    assert "copy_init" not in base.hparams and half.hparams["copy_init"] == 0.5
+    assert "copy_init" not in RetrievalMamba(**SMALL, copy_init=0.5, use_retrieval=False).hparams
+    control, pose, cands = inputs()
+    a, _ = base(control, pose, cands)
+    b, _ = half(control, pose, cands)
+    _, w, copy_term, _ = base._attend(control, pose, cands, None)
+    torch.testing.assert_close(b["delta"] - a["delta"], 0.5 * copy_term)   # the only difference
+    assert copy_term.abs().max() > 0.1 and w.sum(-1).max() < 1   # candidates move; the null token keeps a share
+    path = save_checkpoint(tmp_path / "half.safetensors", half)
+    loaded, _ = load_checkpoint(path)
+    assert loaded.hparams["copy_init"] == 0.5
+    torch.testing.assert_close(loaded.copy_gate.double(), half.copy_gate)

@@ -27,6 +27,8 @@ Retrieval pathway (only with ``use_retrieval=True``):
    the candidates' successor poses (``sum_i w_i (pose_j + delta_j - pose)``, the null token
    contributing nothing), so playing a candidate's successor (motion matching) is one gate
    value away and free-running drift can be corrected; it starts at zero.
+   ``copy_init`` starts the copy gate elsewhere instead (e.g. 0.5: half of the candidates'
+   motion is played from the first step), a different starting basin for training.
 6. optionally (``gates="state"``) both gates are scaled per frame by
    ``1 + tanh(gate_head(y))`` in [0, 2], read from the backbone output y (so from its
    history): the model can shut the pull on an exact previous pose (teacher forcing, the
@@ -38,7 +40,7 @@ delta starts from the pose's own kinematic one-step displacement of the joint po
 (``pose + prior(pose) + delta``): the network learns the residual of integrating the
 velocities it reads, instead of the integration itself.
 
-Steps 3 to 5 start at zero, so a fresh retrieval model computes exactly what the
+Steps 3 to 5 start at zero (with the default ``copy_init``), so a fresh retrieval model computes exactly what the
 no-retrieval model with the same backbone weights computes, and training moves away from
 that baseline only where the candidates help. With ``use_retrieval=False`` the model *is*
 the reference backbone (:class:`kinema.nn.mamba.Mamba`, 1,833,625 parameters at the
@@ -66,6 +68,7 @@ class RetrievalMamba(nn.Module):
         use_retrieval: build and use the retrieval pathway.
         retrieval_dim (R): width of the encoded candidates and of ``r``.
         gates: ``"static"`` or ``"state"`` (step 6).
+        copy_init: the copy gate's starting value in every dimension (step 4; default 0).
         kinematic: :meth:`KinematicPrior.config` of the pose layout (fps, columns), or None;
             its normaliser is set with ``model.kinematic.set_normaliser(mean, std)``.
         backbone: keyword arguments of :class:`~kinema.nn.mamba.Mamba` (d_model, n_layers, ...).
@@ -73,7 +76,7 @@ class RetrievalMamba(nn.Module):
 
     def __init__(self, pose_dim: int = 151, control_dim: int = 12, contact_dim: int = 2, k: int = 4,
                  candidate_dim: int | None = None, use_retrieval: bool = True, retrieval_dim: int = 64,
-                 gates: str = "static", kinematic: dict | None = None, **backbone):
+                 gates: str = "static", kinematic: dict | None = None, copy_init: float = 0.0, **backbone):
         super().__init__()
         candidate_dim = 2 * pose_dim + contact_dim + 1 if candidate_dim is None else candidate_dim
         if gates not in GATES:
@@ -86,6 +89,8 @@ class RetrievalMamba(nn.Module):
         if gates != "static":   # older checkpoints have no "gates" entry and load as "static"
             self.hparams["gates"] = gates
         self.gates = gates
+        if copy_init and use_retrieval:   # older checkpoints have no "copy_init" entry and start at 0
+            self.hparams["copy_init"] = float(copy_init)
         # The one-step kinematic prior (buffers only: the pose normaliser); None = off.
         self.kinematic = KinematicPrior(pose_dim, **kinematic) if kinematic else None
         if self.kinematic is not None:   # older checkpoints have no "kinematic" entry
@@ -100,7 +105,7 @@ class RetrievalMamba(nn.Module):
                                          nn.Linear(2 * retrieval_dim, 2 * retrieval_dim))
             self.query = nn.Linear(control_dim + pose_dim, retrieval_dim)
             self.null_token = nn.Parameter(torch.randn(2 * retrieval_dim) * 0.02)
-            self.copy_gate = nn.Parameter(torch.zeros(pose_dim))
+            self.copy_gate = nn.Parameter(torch.full((pose_dim,), float(copy_init)))
             self.pull_gate = nn.Parameter(torch.zeros(pose_dim))
             if gates == "state":
                 # Per-frame gate scales from the backbone's output (see gate_values); the
