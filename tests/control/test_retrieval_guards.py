@@ -288,3 +288,24 @@ def _assert_differs_from_the_plain_run(path: Path, tmp_path: Path) -> None:
     a, _ = load_checkpoint(path)
     c, _ = load_checkpoint(train(cfg, tmp_path / "plain.safetensors", log=lambda *_: None)[0])
     assert any(not torch.equal(x, y) for x, y in zip(a.state_dict().values(), c.state_dict().values()))
+
+
+def test_a_blown_up_validation_rollout_scores_infinity_instead_of_ending_the_run(trained):
+    """An early model's 300-frame rollout can reach NaN poses (session 18: a run stopped at
+    its fourth validation with "queries contain NaN or infinity"); the validation records
+    infinity, which selection never picks, and the null path is still scored."""
+    from kinema.control.retrieval.metrics import floor_height
+    from kinema.control.retrieval.training import make_retriever, selection_key, settings, validate
+
+    path, meta, db, val = trained
+    cfg = load_config(CONFIG)
+    s = settings(cfg)
+    model, m = load_checkpoint(path)
+    retriever = make_retriever(cfg, db, Normaliser.from_json(m["normalisation"]["pose"]))
+    healthy = validate(model, retriever, val, s, floor_height(db))
+    with torch.no_grad():
+        model.copy_gate.fill_(1e38)   # the candidates' motion times 1e38: inf, then NaN queries
+    blown = validate(model, retriever, val, s, floor_height(db))
+    assert np.isfinite(healthy["fr_with"]) and blown["fr_with"] == np.inf
+    assert selection_key(blown, s) == np.inf and np.isfinite(selection_key(healthy, s))
+    assert blown["fr_without"] == healthy["fr_without"]   # the null path reads no candidates

@@ -851,17 +851,26 @@ def validate(model, retriever: Retriever, val: Database, s: TrainSettings, floor
                                 device=dev) if use else None
         o, _ = model(ctrl, pose[:, :-1], cands)
         out[f"tf_{name}"] = float(F.mse_loss(o["pose"], pose[:, 1:]))
-        r = rollout(model, retriever, val, starts, s.context, s.val_horizon, retrieval=use, rigid=s.rigid, ground=s.ground,
-                    planted=floor if s.planted else None)
-        out[f"fr_{name}"] = float(F.mse_loss(r.pose, r.target))
-        for term, value in motion_terms(val, retriever, r, s, floor).items():
-            out[f"{term}_{name}"] = float(value)
+        # A young model's long free-running rollout may blow up (its poses reach NaN before a
+        # loss is formed): that validation scores infinity, is never selected, and training goes on.
+        try:
+            r = rollout(model, retriever, val, starts, s.context, s.val_horizon, retrieval=use, rigid=s.rigid,
+                        ground=s.ground, planted=floor if s.planted else None)
+            out[f"fr_{name}"] = float(F.mse_loss(r.pose, r.target))
+            for term, value in motion_terms(val, retriever, r, s, floor).items():
+                out[f"{term}_{name}"] = float(value)
+        except NonFiniteError:
+            out[f"fr_{name}"] = math.inf
+            out.update({f"{term}_{name}": math.inf for term, w in term_weights(s).items() if w > 0 and term != "stick"})
         if s.stick_weight > 0:
             if stick_starts is None:
                 stick_starts = _stick_starts(val, s)
                 stick_targets = stick_targets or StickTargets.of(retriever.db)
-            out[f"stick_{name}"] = float(_validate_sticks(model, retriever, val, s, floor, use, stick_starts,
-                                                          stick_targets))
+            try:
+                out[f"stick_{name}"] = float(_validate_sticks(model, retriever, val, s, floor, use, stick_starts,
+                                                              stick_targets))
+            except NonFiniteError:
+                out[f"stick_{name}"] = math.inf
     return out
 
 
