@@ -203,6 +203,7 @@ def test_scenarios_measure_what_a_user_sees(sample_controller):
     assert raw["stop_start"]["bone_length_drift_mm"] > 10.0
     assert rigid["idle"]["travelled_m"] < 0.25 * rigid["stop_start"]["travelled_m"]
     assert rigid["idle"]["stride_ratio"] is None and rigid["stop_start"]["stride_ratio"] > 0
+    assert 0.0 <= rigid["idle"]["feet_down_share"] <= 1.0   # idle asks to stand from the second second on
     from kinema.control.retrieval.scenarios import SCENARIOS, run_scenario, stride_ratio
     traces: dict = {}
     res = run_scenario(RetrievalController(path, db), SCENARIOS["stop_start"], 240, traces=traces)
@@ -227,6 +228,34 @@ def test_stride_ratio_tells_steps_from_a_glide(games105_db):
     assert 0.6 * ref < walking < 1.6 * ref
     assert stride_ratio(np.broadcast_to(local[:1], local.shape), roots, db.fps) == 0.0
     assert stride_ratio(local, np.broadcast_to(roots[:1], roots.shape), db.fps) is None   # standing
+
+
+def test_feet_down_share_tells_standing_from_a_raised_knee(games105_db):
+    """The sample actor's standing (the idle clip, settled by its root path) has both toes
+    on the floor; the same frames with one toe lifted 0.3 m (a knee held up) score 0; a
+    path counts as settled only a second after it stops."""
+    from kinema.control.retrieval.metrics import floor_height
+    from kinema.control.retrieval.scenarios import TOE_DOWN_M, database_feet_down_share, feet_down_share, settled_frames
+
+    db = games105_db
+    assert database_feet_down_share(db) > 0.9
+    lo, hi = db.ranges[db.clip_names.index("idle")]
+    toes = [db.roles["left_toe"], db.roles["right_toe"]]
+    heights = joint_positions(db, db.pose[lo:hi])[:, toes, 1] - floor_height(db)
+    settled = settled_frames(db.root_positions[lo:hi], db.fps)
+    assert settled.mean() > 0.5
+    standing = feet_down_share(heights, settled)
+    assert standing > 0.9
+    raised = heights.copy()
+    raised[:, 0] += 0.3
+    assert feet_down_share(raised, settled) == 0.0
+    assert feet_down_share(heights + TOE_DOWN_M, settled) == 0.0   # both feet off the floor: a hop
+    path = np.zeros((240, 3))
+    path[:120, 2] = np.arange(120) * 0.02   # 1.2 m/s for 2 s, then still
+    path[120:, 2] = path[119, 2]
+    s = settled_frames(path, 60.0)
+    assert not s[:179].any() and s[179:].all()   # 60 still steps (frames 120-179) make the second
+    assert feet_down_share(heights[:240], np.zeros(240, bool)) is None
 
 
 def test_rigid_pose_on_mirrored_lafan1_rows(shared_data):

@@ -104,3 +104,20 @@ def test_one_fallen_crowd_character_fails_the_crowd_target(result):
     bare = copy.deepcopy(result)
     bare.pop("crowd", None)
     assert all(r["target"] != "crowd on its feet" for r in check_targets(bare))
+
+
+def test_a_raised_knee_fails_the_feet_down_target(result):
+    """A character that stands on one leg with the stick released (a knee held up, seen in
+    a candidate of session 19) fails; both feet down passes; results written before the
+    measure existed cannot be checked (None, not a pass)."""
+    assert _row(result, "feet down when let go")["passed"] is None
+    standing = copy.deepcopy(result)
+    standing["database_feet_down_share"] = 0.87
+    for sc in standing["scenarios"].values():
+        sc["feet_down_share"] = 0.95
+    standing["scenarios"]["circle"]["feet_down_share"] = None   # never asked to stand
+    assert _row(standing, "feet down when let go")["passed"] is True
+    knee = copy.deepcopy(standing)
+    knee["scenarios"]["idle"]["feet_down_share"] = 0.3
+    row = _row(knee, "feet down when let go")
+    assert row["passed"] is False and row["value"] == 0.3

@@ -123,6 +123,8 @@ def model_card(meta: dict, result: dict | None, path: str = "") -> str:
             lines += [f"| {name} | " + " | ".join(_fmt(v.get(k)) for k in keys) + " |" for name, v in sc.items()]
         if result.get("database_stride_ratio"):
             lines += ["", f"The database's own stride ratio: {_fmt(result['database_stride_ratio'])}."]
+        if result.get("database_feet_down_share") is not None:
+            lines += ["", f"The database's own feet-down share while standing: {_fmt(result['database_feet_down_share'])}."]
         crowds = [(label, result[key]) for label, key in (("this model", "crowd"), ("motion matching", "crowd_motion_matching"))
                   if result.get(key)]
         if crowds:

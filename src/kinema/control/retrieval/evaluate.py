@@ -385,7 +385,7 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
         out["stability"] = stability(model, retriever, source, db, stability_frames, context, exclude, rigid=rigid,
                                      planted=plant)
     if scenarios is not None:
-        from kinema.control.retrieval.scenarios import database_stride_ratio, run_scenarios
+        from kinema.control.retrieval.scenarios import database_feet_down_share, database_stride_ratio, run_scenarios
         from kinema.matching.database import upright_mask
         names = list(scenarios) or None
         # searches restricted to the rows that stay on their feet, as in the demos (None for
@@ -407,6 +407,7 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
                                    phase=np.arange(CROWD_COUNT) % 6, search_mask=mask)
             out[key] = run_crowd(crowd, seeds, CROWD_FRAMES)
         out["database_stride_ratio"] = database_stride_ratio(db)
+        out["database_feet_down_share"] = database_feet_down_share(db)
     return out
 
 

@@ -13,13 +13,16 @@ any bone length from the rest skeleton (a pose whose positions and rotations dri
 stretches bones: the tear a user sees); ``head_above_hips``; ``root_error_m``, the mean
 horizontal distance from the character's root to the requested path (the simulation
 object); ``foot_skate_cm_s``, horizontal toe speed while the toe is on the floor;
-``travelled_m`` and ``path_m``, the horizontal distance the character's root and the
-requested path (the simulation object) covered: a root that runs away with the stick
-released, or shakes back and forth while its mean error stays small, travels far more than
-its path; ``stride_ratio``, how fast the toes move in character space for each metre per
-second the root moves (:func:`stride_ratio`; the database's own is
-:func:`database_stride_ratio`): a character that glides with still legs while its root
-follows the stick scores near 0, one whose legs carry it about the data's ratio.
+``feet_down_share``, on the frames where the requested path has stood still for a second,
+the share with both toes on the floor (:func:`feet_down_share`: a character let go of
+stands on its feet, not on one leg with a knee raised); ``travelled_m`` and ``path_m``,
+the horizontal distance the character's root and the requested path (the simulation
+object) covered: a root that runs away with the stick released, or shakes back and forth
+while its mean error stays small, travels far more than its path; ``stride_ratio``, how
+fast the toes move in character space for each metre per second the root moves
+(:func:`stride_ratio`; the database's own is :func:`database_stride_ratio`): a character
+that glides with still legs while its root follows the stick scores near 0, one whose legs
+carry it about the data's ratio.
 
 :func:`run_crowd` is the other robustness check: a crowd of characters (64 by default), each
 on its own wandering stick (:func:`crowd_sticks`, as ``kinema demo crowd`` drives them), from
@@ -66,8 +69,12 @@ def _walk_run(t: float) -> tuple[np.ndarray, bool]:
     return np.array([0.0, 1.0]), t % 8.0 < 4.0
 
 
+def _run_release(t: float) -> tuple[np.ndarray, bool]:
+    return (np.array([0.0, 1.0]) if t < 8.0 else np.zeros(2)), False    # run 8 s, then let go of the stick
+
+
 SCENARIOS: dict[str, Stick] = {"idle": _idle, "stop_start": _stop_start, "turns": _turns, "circle": _circle,
-                               "walk_run": _walk_run}
+                               "walk_run": _walk_run, "run_release": _run_release}
 
 
 def bone_lengths(positions: np.ndarray, parents: np.ndarray) -> np.ndarray:
@@ -93,6 +100,40 @@ def head_joint(db: Database) -> int:
 
 
 MOVING_M_S = 0.3   # root speed (m/s) above which a frame counts for the stride ratio
+STILL_M_S = 0.05   # requested-path speed (m/s) below which the stick asks the character to stand
+SETTLE_S = 1.0     # ... for this long (s) before a frame counts for feet_down_share
+TOE_DOWN_M = 0.10  # a toe within this height (m) of the floor is down
+
+
+def settled_frames(path: np.ndarray, fps: float) -> np.ndarray:
+    """(F,) bool: the frames at which a path of positions (F, 3), metres, has moved slower
+    than STILL_M_S for at least SETTLE_S (a character asked to stand, given time to stop)."""
+    speed = np.r_[np.inf, np.linalg.norm(np.diff(path[:, [0, 2]], axis=0), axis=-1) * fps]
+    run = np.zeros(len(path), np.int64)
+    for i in range(len(path)):   # length of the current still run, in frames
+        run[i] = run[i - 1] + 1 if speed[i] < STILL_M_S and i > 0 else 0
+    return run >= SETTLE_S * fps
+
+
+def feet_down_share(toe_heights: np.ndarray, settled: np.ndarray) -> float | None:
+    """Share of the ``settled`` frames (F,) bool at which both toes (F, 2) heights above the
+    floor, metres, are within TOE_DOWN_M of it: a character asked to stand stands on both
+    feet (a raised knee or a hop held with the stick released scores low); None when no
+    frame is settled."""
+    if not settled.any():
+        return None
+    return float((toe_heights[settled] < TOE_DOWN_M).all(-1).mean())
+
+
+def database_feet_down_share(db: Database) -> float | None:
+    """:func:`feet_down_share` of the database's own motion, its rows settled by their root
+    path (the actor's standing; None when the data never stands still, e.g. Bandai-Namco)."""
+    toes = [db.roles["left_toe"], db.roles["right_toe"]]
+    heights = joint_positions(db, db.pose)[:, toes, 1] - floor_height(db)
+    settled = np.zeros(db.rows, bool)
+    for start, stop in db.ranges:   # per clip: a still run does not continue across clips
+        settled[start:stop] = settled_frames(db.root_positions[start:stop], db.fps)
+    return feet_down_share(heights, settled)
 
 
 def stride_ratio(toes: np.ndarray, roots: np.ndarray, fps: float) -> float | None:
@@ -183,7 +224,8 @@ def run_scenario(ctl, stick: Stick, frames: int = 3600, fps: float = 60.0, foot_
             "root_error_m": float(np.linalg.norm((roots - path)[:, [0, 2]], axis=-1).mean()),
             "foot_skate_cm_s": float(foot_skate(drawn[None, :, toes], floor_height(db), fps)[0]),
             "travelled_m": path_length(roots), "path_m": path_length(path),
-            "stride_ratio": stride_ratio(local_toes, roots, fps)}
+            "stride_ratio": stride_ratio(local_toes, roots, fps),
+            "feet_down_share": feet_down_share(drawn[:, toes, 1] - floor_height(db), settled_frames(path, fps))}
 
 
 def run_scenarios(ctl, names=None, frames: int = 3600, foot_lock: bool = True) -> dict[str, dict]:

@@ -15,6 +15,7 @@ from kinema.control.retrieval.scenarios import SCENARIOS, requested_path_m
 STRIDE_FRACTION = 0.75   # of the database's stride ratio: below it the legs do not carry the root
 STRIDE_CEILING = 1.5     # of the database's stride ratio: above it the legs thrash around the root
 MOVING_PATH_M = 5.0      # a scenario whose requested path is longer than this (m) asks to move
+FEET_DOWN_FRACTION = 0.9  # of the database's feet-down share while standing (1 where the data never stands)
 
 
 def check_targets(result: dict) -> list[dict]:
@@ -85,6 +86,17 @@ def check_targets(result: dict) -> list[dict]:
         else:
             add("stride ratio vs database", None, "needs scenarios with stride_ratio", None)
             add("stride ratio ceiling", None, "needs scenarios with stride_ratio", None)
+        # a character let go of stands on both feet: a travel or head check passes one that
+        # holds a knee up or hops in place (a frozen standing pose passes, as it should here:
+        # the stick asks it to stand; the energy and stride targets charge it elsewhere)
+        feet = {n: s["feet_down_share"] for n, s in sc.items() if s.get("feet_down_share") is not None}
+        if feet:
+            bound = FEET_DOWN_FRACTION * (result.get("database_feet_down_share") or 1.0)
+            worst = min(feet.values())
+            add("feet down when let go", worst, f"both toes on the floor in >= {bound:.2f} of the frames the stick "
+                "has asked to stand for 1 s, in every scenario", worst >= bound)
+        else:
+            add("feet down when let go", None, "needs scenarios with feet_down_share", None)
         crowd = result.get("crowd")
         if crowd:
             ok = crowd["fallen"] == 0 and crowd["head_above_hips"] and crowd["finite"]
