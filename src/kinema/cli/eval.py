@@ -29,8 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "report whether they stay finite and bounded")
     parser.add_argument("--scenarios", nargs="*", metavar="NAME",
                         help="also drive the runtime controller with scripted sticks, 60 s each (default all: "
-                             "idle stop_start turns circle walk_run): finite, bone-length drift, head above hips, "
-                             "root error, foot skating, stride ratio; and a crowd of 64 on wandering sticks for 10 s "
+                             "idle stop_start turns circle walk_run run_release): finite, bone-length drift, head above "
+                             "hips, root error, foot skating, stride ratio, both feet down when let go; and a crowd of 64 "
+                             "on wandering sticks for 10 s "
                              "(who lies down); every search only among the rows that stay on their feet, as in the demos")
     parser.add_argument("--scenario-frames", type=int, default=3600, metavar="FRAMES",
                         help="frames per scenario at 60 Hz (default 3600 = 60 s)")
@@ -78,7 +79,8 @@ def format_table(result: dict) -> str:
                      f"head above hips {sc['head_above_hips']!s:5}  root error {sc['root_error_m']:.3f} m  "
                      f"foot skate {sc['foot_skate_cm_s']:6.1f} cm/s"
                      + ("" if mm is None else f" (motion matching {mm['foot_skate_cm_s']:.1f})")
-                     + f"  stride ratio {stride}")
+                     + f"  stride ratio {stride}"
+                     + ("" if sc.get("feet_down_share") is None else f"  feet down {sc['feet_down_share']:.2f}"))
     if result.get("database_stride_ratio"):
         lines.append(f"database stride ratio {result['database_stride_ratio']:.2f}")
     from kinema.control.retrieval.targets import check_targets

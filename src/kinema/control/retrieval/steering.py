@@ -13,7 +13,7 @@ through the runtime's own trajectory springs
 advance and their prediction relative to the rollout's own root is the joystick, as
 :meth:`~kinema.control.retrieval.controller.RetrievalCrowd.drive` makes it. No truth
 exists for such a rollout; its losses are self-supervised (``stick_terms`` in
-:mod:`kinema.control.retrieval.training`). The evaluation's five scripted scenarios are
+:mod:`kinema.control.retrieval.training`). The evaluation's scripted scenarios are
 other sticks, never trained on.
 """
 from __future__ import annotations
