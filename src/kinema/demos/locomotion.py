@@ -29,7 +29,8 @@ rebuilt from the checkpoint's training clips on first run (checked against the
 checkpoint's fingerprint) and cached.
 
 Headless (``--headless --frames N --out DIR``): a scripted stick track (walk, turn left,
-turn right, stop, walk back) is run with every controller in turn from the same start;
+turn right, stop, walk back; or the ``--input`` track, its shift held to run) is run with
+every controller in turn from the same start;
 ``metrics.json`` gets, per controller, the distance between the character's root and the
 simulation object (trajectory following; by default the root is pulled toward the
 simulation object as Motion Matching does,
@@ -481,7 +482,8 @@ def programs(args: argparse.Namespace) -> list[tuple[str, Locomotion]]:
     args.schedule = schedule
     out = []
     for mode in MODES if args.controller == "all" else (args.controller,):
-        program = _ControllerRun(ctl, mode, floor, script=scripted_stick, adjust=not args.no_adjust,
+        # --input replays a recorded or authored track (stick and shift) instead of the TRACK
+        program = _ControllerRun(ctl, mode, floor, script=None if args.input else scripted_stick, adjust=not args.no_adjust,
                                  character=character, styles=styles, style_schedule=None if styles is None else
                                  style_schedule(schedule, args.style_every), foot_lock=not args.no_foot_lock)
         out.append((mode, program))
@@ -536,7 +538,8 @@ def summary(args: argparse.Namespace, runs: dict[str, dict]) -> dict:
                                                              "clamp_m": controller.ADJUST_CLAMP},
            "foot_lock": None if args.no_foot_lock else {"unlock_radius_m": footlock.UNLOCK_RADIUS,
                                                           "halflife_s": footlock.HALFLIFE},
-           "database": args.database, "upright_search": args.upright_search, "frames": args.frames, "track": TRACK,
+           "database": args.database, "upright_search": args.upright_search, "frames": args.frames,
+           "track": str(args.input) if args.input else TRACK,
            "character": "skinned" if args.skinned else None, "character_file": args.character_file,
            "retargeted": args.retargeted, "controllers": runs}
     if "styles" in runs:
