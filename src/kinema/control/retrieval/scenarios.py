@@ -218,14 +218,15 @@ def run_scenario(ctl, stick: Stick, frames: int = 3600, fps: float = 60.0, foot_
     rigid = rigid_bones(db)
     drift = np.abs(bone_lengths(drawn, db.parents) - rest)[:, rigid]
     head = head_joint(db)
+    floor = floor_height(db)   # forward kinematics of every database row: once, for both toe measures
     return {"frames": frames, "finite": finite,
             "bone_length_drift_mm": float(np.nanmax(drift) * 1000.0) if finite else float("inf"),
             "head_above_hips": bool(np.all(drawn[:, head, 1] > drawn[:, roles["hips"], 1])),
             "root_error_m": float(np.linalg.norm((roots - path)[:, [0, 2]], axis=-1).mean()),
-            "foot_skate_cm_s": float(foot_skate(drawn[None, :, toes], floor_height(db), fps)[0]),
+            "foot_skate_cm_s": float(foot_skate(drawn[None, :, toes], floor, fps)[0]),
             "travelled_m": path_length(roots), "path_m": path_length(path),
             "stride_ratio": stride_ratio(local_toes, roots, fps),
-            "feet_down_share": feet_down_share(drawn[:, toes, 1] - floor_height(db), settled_frames(path, fps))}
+            "feet_down_share": feet_down_share(drawn[:, toes, 1] - floor, settled_frames(path, fps))}
 
 
 def run_scenarios(ctl, names=None, frames: int = 3600, foot_lock: bool = True) -> dict[str, dict]:
