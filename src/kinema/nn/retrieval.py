@@ -42,9 +42,10 @@ velocities it reads, instead of the integration itself.
 
 Steps 3 to 5 start at zero (with the default ``copy_init``), so a fresh retrieval model
 computes exactly what the no-retrieval model with the same backbone weights computes, and
-training moves away from that baseline only where the candidates help. With ``use_retrieval=False`` the model *is*
-the reference backbone (:class:`kinema.nn.mamba.Mamba`, 1,833,625 parameters at the
-reference size) and the candidate arguments are rejected rather than ignored.
+training moves away from that baseline only where the candidates help. With
+``use_retrieval=False`` the model *is* the reference backbone (:class:`kinema.nn.mamba.Mamba`,
+1,833,625 parameters at the reference size) and the candidate arguments are rejected rather
+than ignored.
 """
 from __future__ import annotations
 
