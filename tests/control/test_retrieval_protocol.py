@@ -649,9 +649,9 @@ def test_a_stick_steer_asks_for_the_path_its_sticks_ask_for():
 
 
 def test_an_idle_stick_steer_asks_for_nothing_and_the_idle_share_is_drawn_apart():
-    """``idle`` rollouts (``train.stick_idle``, a user who lets go of the stick): the same
-    script pushed straight ahead requests no motion at all for 3 s, while its non-idle twin
-    walks; :meth:`StickSteer.random` draws the idle flags after the scripts, so without idle
+    """Idle rollouts (``train.stick_idle``, a user who lets go of the stick): the same
+    script pushed straight ahead requests no motion at all for 3 s, while its twin walks;
+    :meth:`StickSteer.random` draws the idle flags after the scripts, so without idle
     rollouts the scripts are the ones drawn before the option existed, and a share of 0.5
     over 400 rollouts makes about half of them idle. A share outside [0, 1] is refused."""
     from kinema.control.retrieval.steering import StickSteer
@@ -660,7 +660,7 @@ def test_an_idle_stick_steer_asks_for_nothing_and_the_idle_share_is_drawn_apart(
 
     fps = 60.0
     seeds = np.array([[0.0, 0.5, 0.3, 0.0]] * 2)
-    steer = StickSteer(seeds, np.array([True, True]), fps, idle=np.array([True, False]))
+    steer = StickSteer(seeds, np.array([True, True]), fps, release=np.array([0.0, np.inf]))
     steer.start(np.zeros((2, 3)), np.tile([0.0, 0.0, 1.0], (2, 1)))
     root, facing = np.zeros((2, 3), np.float32), np.tile([0.0, 0.0, 1.0], (2, 1)).astype(np.float32)
     for _ in range(int(3 * fps)):
@@ -672,9 +672,46 @@ def test_an_idle_stick_steer_asks_for_nothing_and_the_idle_share_is_drawn_apart(
     plain = StickSteer.random(400, np.random.default_rng(3), fps)
     idle = StickSteer.random(400, np.random.default_rng(3), fps, idle_share=0.5)
     assert np.array_equal(plain.seeds, idle.seeds) and np.array_equal(plain.walk, idle.walk)
-    assert np.all(plain.held == 1.0) and 0.4 < (idle.held == 0.0).mean() < 0.6
-    with pytest.raises(KinemaError, match="stick_idle"):
-        TrainSettings(stick_idle=1.5)
+    assert np.all(np.isinf(plain.release)) and 0.4 < (idle.release == 0.0).mean() < 0.6
+    for name in ("stick_idle", "stick_release"):
+        with pytest.raises(KinemaError, match=name):
+            TrainSettings(**{name: 1.5})
+
+
+def test_a_released_stick_steer_stops_and_then_marks_its_frames_settled():
+    """A rollout that lets go after 2 s of running (``train.stick_release``, the
+    run_release scenario's user): its requested path runs, then stops within a few
+    seconds, and :meth:`StickSteer.settled` marks exactly the frames that
+    :func:`~kinema.control.retrieval.scenarios.settled_frames` marks on that path, across a
+    :meth:`continue_path` too; its never-released twin settles nowhere. The release draws
+    come after the idle ones and only release rollouts that are not idle."""
+    from kinema.control.retrieval.scenarios import settled_frames
+    from kinema.control.retrieval.steering import StickSteer
+
+    fps = 60.0
+    seeds = np.array([[0.0, 0.5, 0.3, 0.0]] * 2)
+    steer = StickSteer(seeds, np.array([False, False]), fps, release=np.array([2.0, np.inf]))
+    steer.start(np.zeros((2, 3)), np.tile([0.0, 0.0, 1.0], (2, 1)))
+    root, facing = np.zeros((2, 3), np.float32), np.tile([0.0, 0.0, 1.0], (2, 1)).astype(np.float32)
+    for _ in range(int(3 * fps) - 1):
+        steer(root, facing)
+    first_pos, first_settled = steer.path()[0], steer.settled()
+    steer.continue_path()
+    for _ in range(int(4 * fps)):
+        steer(root, facing)
+    pos = np.concatenate([first_pos, steer.path()[0]], 1)
+    settled = np.concatenate([first_settled, steer.settled()], 1)
+    assert settled.shape == pos.shape[:2] == (2, int(7 * fps))
+    assert pos[0, int(2 * fps), 2] > 2.0                       # it ran before letting go
+    assert np.array_equal(settled[0], settled_frames(pos[0], fps))
+    assert not settled[0, : int(3 * fps)].any() and settled[0, -int(fps):].all()
+    assert not settled[1].any()
+
+    idle = StickSteer.random(400, np.random.default_rng(3), fps, idle_share=0.25)
+    both = StickSteer.random(400, np.random.default_rng(3), fps, idle_share=0.25, release_share=0.5)
+    assert np.array_equal(idle.release == 0.0, both.release == 0.0)
+    later = both.release[np.isfinite(both.release) & (both.release > 0)]
+    assert 0.3 < len(later) / (idle.release > 0).sum() < 0.7 and later.min() >= 0.5 and later.max() <= 6.0
 
 
 def test_stick_terms_pass_the_truth_and_charge_a_glide_a_crouch_a_float_and_a_detour(games105_db, games105_retriever):
@@ -697,7 +734,7 @@ def test_stick_terms_pass_the_truth_and_charge_a_glide_a_crouch_a_float_and_a_de
     db = games105_db
     rows, true, tp, td = _windows(db, 121, 20)
     r = types.SimpleNamespace(start_pos=db.root_positions[rows[:, 0] - 1], start_dir=db.root_directions[rows[:, 0] - 1])
-    asked = types.SimpleNamespace(path=lambda: (tp, td))
+    asked = types.SimpleNamespace(path=lambda: (tp, td), settled=lambda: np.zeros(tp.shape[:2], bool))
     targets, floor = StickTargets.of(db), floor_height(db)
     cols = pose_slice(db, "joint_positions")
     toes = [db.roles["left_toe"], db.roles["right_toe"]]
@@ -724,18 +761,50 @@ def test_stick_terms_pass_the_truth_and_charge_a_glide_a_crouch_a_float_and_a_de
         pos[..., 1] += 0.5 * targets.standing_hips   # the whole body floated half a standing height up
 
     truth = terms(true)
-    assert truth["stride"] < 0.3 and truth["path"] < 0.01 and truth["posture"] == 0.0
+    assert truth["stride"] < 0.3 and truth["path"] < 0.01 and truth["posture"] == 0.0 and truth["stand"] == 0.0
     g = terms(edited(glide))
     assert g["stride"] > 5 * truth["stride"] + 0.5
     step = np.linalg.norm(np.diff(tp[..., [0, 2]], axis=1), axis=-1) * 100.0   # cm the root moves per frame
     assert 0.8 < g["skate"] / float((step ** 2).mean()) < 1.3   # the planted toes slide with the root
     assert terms(edited(crouch))["posture"] > 0.05
     assert terms(edited(float_up))["posture"] > 0.05
-    aside = types.SimpleNamespace(path=lambda: (tp + np.array([1.0, 0.0, 0.0]), td))
+    aside = types.SimpleNamespace(path=lambda: (tp + np.array([1.0, 0.0, 0.0]), td), settled=asked.settled)
     assert terms(true, aside)["path"] > 0.9
     t = torch.as_tensor(true).requires_grad_(True)
     stick_terms(db, t, r, asked, targets, floor)["stride"].backward()
     assert float(t.grad[..., [cols.start + 3 * j for j in toes]].abs().sum()) > 0
+
+
+def test_the_stand_loss_passes_the_actor_standing_and_charges_a_raised_knee(games105_db):
+    """:func:`stand_loss` on the actor's own settled rows (root still for a second, as
+    ``database_feet_down_share`` reads them): about 0, as little as a tenth of a raised toe's
+    cost; the same rows with the left toe lifted 0.3 m (a raised knee) pay about
+    (0.25 / 0.1)^2 / 2 (one toe of two); the lift on frames not settled is free; the
+    gradient reaches the toe's height."""
+    import torch
+
+    from kinema.control.retrieval.metrics import floor_height, pose_slice
+    from kinema.control.retrieval.scenarios import settled_frames
+    from kinema.control.retrieval.training import stand_loss
+
+    db = games105_db
+    settled = np.concatenate([settled_frames(db.root_positions[a:b], db.fps) for a, b in db.ranges])
+    rows = np.flatnonzero(settled)
+    assert len(rows) > 60, "the games105 sample has standing rows"
+    rows = rows[np.linspace(0, len(rows) - 1, 120).astype(np.int64)]
+    poses, floor = db.pose[rows][None].copy(), floor_height(db)
+    on, off = np.ones((1, len(rows)), bool), np.zeros((1, len(rows)), bool)
+    cols = pose_slice(db, "joint_positions")
+    left = cols.start + 3 * db.roles["left_toe"] + 1
+    raised = poses.copy()
+    raised[..., left] = np.maximum(raised[..., left], floor) + 0.3
+    stand = float(stand_loss(db, torch.as_tensor(poses), on, floor))
+    knee = float(stand_loss(db, torch.as_tensor(raised), on, floor))
+    assert stand < 0.1 * knee and 2.5 < knee < 4.0
+    assert float(stand_loss(db, torch.as_tensor(raised), off, floor)) == 0.0
+    t = torch.as_tensor(raised).requires_grad_(True)
+    stand_loss(db, t, on, floor).backward()
+    assert float(t.grad[..., left].sum()) > 0
 
 
 def test_a_stick_driven_rollout_takes_its_joystick_from_the_steer(games105_db, games105_retriever):

@@ -6,8 +6,9 @@ stick asks for other paths, and there the LaFAN1 models glide: the root follows 
 while the legs barely step (the scenarios' stride ratio, ``benchmarks/results/
 controller_protocol.md``). A :class:`StickSteer` gives a rollout its joystick from wandering
 sticks instead (:func:`~kinema.control.retrieval.scenarios.crowd_sticks`: a heading that
-drifts, a push that swells and fades, a 1.5-s stop in every 8 s, walking or running; or,
-for an ``idle`` rollout, a stick that stays released, as a user who lets go of it),
+drifts, a push that swells and fades, a 1.5-s stop in every 8 s, walking or running; a
+rollout may let go of the stick for good after its ``release`` time, as a user who stops
+driving: at once (idle from rest) or after a walk or a run),
 through the runtime's own trajectory springs
 (:class:`~kinema.control.trajectory.TrajectoryController`): every frame the springs
 advance and their prediction relative to the rollout's own root is the joystick, as
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kinema.control.retrieval.scenarios import crowd_sticks
+from kinema.control.retrieval.scenarios import SETTLE_S, STILL_M_S, crowd_sticks
 from kinema.control.trajectory import ControlConfig, TrajectoryController
 from kinema.maths import angles
 
@@ -33,32 +34,44 @@ class StickSteer:
         walk: (B,) bool, walking speeds (else running) of the springs.
         fps: frames per second of the rollout (the springs advance 1 / fps per call).
         config: the springs' speeds and halflives (None: the runtime's defaults).
-        idle: (B,) bool, rollouts whose stick stays released (None: none).
+        release: (B,) seconds after which each rollout's stick stays released (0: idle
+            from the start; inf: never; None: none is released).
 
     :meth:`start` puts the springs at rest at the rollouts' roots; each call advances them
     one frame and returns the joystick relative to the given roots. :meth:`path` is the
     requested path of the frames of the current rollout: the springs' simulated root at the
     start and after each call, or, after :meth:`continue_path` (a rollout that continues the
-    last one, whose first frame is already a call's), after each call since.
+    last one, whose first frame is already a call's), after each call since. :meth:`settled`
+    marks the same frames where that path has stood still for SETTLE_S (as
+    :func:`~kinema.control.retrieval.scenarios.settled_frames` marks a scenario's).
     """
 
     def __init__(self, seeds: np.ndarray, walk: np.ndarray, fps: float, config: ControlConfig | None = None,
-                 idle: np.ndarray | None = None):
+                 release: np.ndarray | None = None):
         self.seeds = np.asarray(seeds, np.float64)
         self.walk = np.asarray(walk, bool)
-        self.held = np.ones(len(self.seeds)) if idle is None else (~np.asarray(idle, bool)).astype(np.float64)
-        self.dt = 1.0 / float(fps)
+        self.release = np.full(len(self.seeds), np.inf) if release is None else np.asarray(release, np.float64)
+        self.fps = float(fps)
+        self.dt = 1.0 / self.fps
         self.config = config
         self.springs: TrajectoryController | None = None
 
     @classmethod
     def random(cls, count: int, rng: np.random.Generator, fps: float, walk_share: float = 0.5,
-               idle_share: float = 0.0) -> StickSteer:
-        """``count`` rollouts with random stick scripts, ``walk_share`` of them walking and
-        ``idle_share`` of them idle (drawn only when above 0, so the draws without idle
-        rollouts are the same as before there were any)."""
+               idle_share: float = 0.0, release_share: float = 0.0,
+               release_after: tuple[float, float] = (0.5, 6.0)) -> StickSteer:
+        """``count`` rollouts with random stick scripts, ``walk_share`` of them walking,
+        ``idle_share`` of them idle from the start and ``release_share`` of the others
+        letting go after a time drawn uniformly in ``release_after`` seconds (each share is
+        drawn only when above 0, so the draws without it are the same as before it existed)."""
         seeds, walk = rng.random((count, 4)), rng.random(count) < walk_share
-        return cls(seeds, walk, fps, idle=rng.random(count) < idle_share if idle_share > 0 else None)
+        release = np.full(count, np.inf)
+        if idle_share > 0:
+            release[rng.random(count) < idle_share] = 0.0
+        if release_share > 0:
+            let_go, when = rng.random(count) < release_share, rng.uniform(*release_after, count)
+            release = np.where(let_go & (release > 0), when, release)
+        return cls(seeds, walk, fps, release=release)
 
     def start(self, root_pos: np.ndarray, root_dir: np.ndarray) -> None:
         """Springs at rest at roots (B, 3) facing (B, 3); time 0 of the sticks."""
@@ -66,26 +79,37 @@ class StickSteer:
         self.springs = TrajectoryController(self.config, np.asarray(root_pos, np.float64),
                                             angles.yaw(np.asarray(root_dir, np.float64)), batch=b)
         self.frames = 0
+        self._still = np.zeros(b, np.int64)   # frames the requested path has stood still, in a row
         sim = self.springs.sim
-        self._pos, self._dir = [sim.position.copy()], [sim.direction.copy()]
+        self._pos, self._dir, self._settled = [sim.position.copy()], [sim.direction.copy()], [self._still > 0]
 
     def __call__(self, root_pos: np.ndarray, root_dir: np.ndarray) -> np.ndarray:
         """Advance one frame; the joystick (B, 12) float32 relative to roots (B, 3), (B, 3)."""
         if self.springs is None:
             raise RuntimeError("StickSteer.start must place the springs before the first frame")
-        stick = crowd_sticks(self.frames * self.dt, self.seeds) * self.held[:, None]
+        t = self.frames * self.dt
+        stick = crowd_sticks(t, self.seeds) * (t < self.release)[:, None]
+        before = self.springs.sim.position.copy()
         sim = self.springs.update(stick, self.dt, walk=self.walk)
         self.frames += 1
+        speed = np.linalg.norm((sim.position - before)[:, [0, 2]], axis=-1) * self.fps
+        self._still = np.where(speed < STILL_M_S, self._still + 1, 0)
         self._pos.append(sim.position.copy())
         self._dir.append(sim.direction.copy())
+        self._settled.append(self._still >= SETTLE_S * self.fps)
         return self.springs.predict().features(root_pos, root_dir).astype(np.float32)
 
     def continue_path(self) -> None:
         """Start a new :meth:`path` for a continued rollout: the springs and the sticks'
         clock run on, the path holds only the calls made from now on."""
-        self._pos, self._dir = [], []
+        self._pos, self._dir, self._settled = [], [], []
 
     def path(self) -> tuple[np.ndarray, np.ndarray]:
         """The requested roots of the current rollout's frames: positions and facings
         (B, frames, 3), metres."""
         return np.stack(self._pos, 1), np.stack(self._dir, 1)
+
+    def settled(self) -> np.ndarray:
+        """(B, frames) bool: the frames of :meth:`path` at which the requested path has moved
+        slower than STILL_M_S for at least SETTLE_S (the stick asks the character to stand)."""
+        return np.stack(self._settled, 1)

@@ -46,7 +46,10 @@ the controller, and adds that much of their self-supervised terms (:func:`stick_
 stride against the data's stride ratio, the requested path, the hips within a band of the
 standing height, skating on the predicted toes); with ``stick_chain`` = n those rollouts
 continue over up to n free steps (their sticks run on), as ``free_chain`` continues the
-truth-driven ones, and ``stick_idle`` of them keep the stick released. The
+truth-driven ones, ``stick_idle`` of them keep the stick released and ``stick_release`` of
+the others let go of it after a walk or a run; ``stick_stand`` > 0 adds that much of
+:func:`stand_loss` (both toes down once the requested path has stood still for a second:
+let go after a run, the LaFAN1 models knelt or stood on one leg). The
 checkpoint is selected on the free-running
 validation loss plus each trained term's weight times its validation value
 (:func:`selection_key`).
@@ -85,7 +88,7 @@ from kinema.control.planted import plant_weights, planted_shift
 from kinema.control.retrieval.metrics import floor_height, pose_slice
 from kinema.control.retrieval.pose import rigid_pose_normalised
 from kinema.control.retrieval.rollout import Carry, Rollout, rollout, teacher_forced_candidates, toe_positions
-from kinema.control.retrieval.scenarios import database_stride_ratio, standing_hips
+from kinema.control.retrieval.scenarios import TOE_DOWN_M, database_stride_ratio, standing_hips
 from kinema.control.retrieval.sequences import RandomRetriever, Retriever, WindowSampler
 from kinema.control.retrieval.steering import StickSteer
 from kinema.data import PREFIXES, data_relative, portable_path, sample_root, shared_root
@@ -156,6 +159,8 @@ class TrainSettings:
     stick_batch: int = 8       # ... how many stick-driven rollouts each free step adds
     stick_chain: int = 1       # ... free steps in a row that continue the same stick-driven rollouts (as free_chain)
     stick_idle: float = 0.0    # ... the share of them (and of the validation's) whose stick stays released
+    stick_release: float = 0.0  # ... the share of the others that let go of it for good after 0.5-6 s of driving
+    stick_stand: float = 0.0   # ... this much of stand_loss (both toes down once the requested path stands)
 
     def __post_init__(self) -> None:
         if self.skate_on not in SKATE_ON:
@@ -163,8 +168,10 @@ class TrainSettings:
         if self.free_chain < 1 or self.stick_chain < 1:
             raise KinemaError(f"train.free_chain and train.stick_chain must be 1 or more, got {self.free_chain} "
                               f"and {self.stick_chain}")
-        if not 0.0 <= self.stick_idle <= 1.0:
-            raise KinemaError(f"train.stick_idle is a share of the stick-driven rollouts, in [0, 1], got {self.stick_idle}")
+        for name in ("stick_idle", "stick_release"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise KinemaError(f"train.{name} is a share of the stick-driven rollouts, in [0, 1], "
+                                  f"got {getattr(self, name)}")
 
 
 def resolve_clips(patterns: list[str], base: Path | None = None) -> list[Path]:
@@ -723,7 +730,8 @@ def stick_terms(db: Database, raw: torch.Tensor, r: Rollout, steer: StickSteer, 
       springs requested (m^2 plus 1 - cos of the heading error);
     - ``posture``: the hips' squared distance outside :data:`UPRIGHT_BAND` of the standing
       height, as a share of it (a stick never asks for a crouch, a fall or a float);
-    - ``skate``: :func:`skate_loss` on the predicted toes that are on the floor.
+    - ``skate``: :func:`skate_loss` on the predicted toes that are on the floor;
+    - ``stand``: :func:`stand_loss` on the frames where the requested path stands.
     """
     toes = [db.roles["left_toe"], db.roles["right_toe"]]
     pos = _joint_positions(db, raw)
@@ -736,12 +744,26 @@ def stick_terms(db: Database, raw: torch.Tensor, r: Rollout, steer: StickSteer, 
     return {"stride": _log_ratio_loss(toe_speed, targets.stride_ratio * root_speed, 5.0),
             "path": _path_error(x, z, yaw, *steer.path()),
             "posture": (outside ** 2).mean(),
-            "skate": skate_loss(db, raw, own_contacts(db, raw, floor))}
+            "skate": skate_loss(db, raw, own_contacts(db, raw, floor)),
+            "stand": stand_loss(db, raw, steer.settled(), floor)}
 
 
-def stick_objective(terms: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The weighted sum (:data:`STICK_TERMS`) of :func:`stick_terms`."""
-    return sum(STICK_TERMS[k] * v for k, v in terms.items())
+def stand_loss(db: Database, raw: torch.Tensor, settled: np.ndarray, floor: float) -> torch.Tensor:
+    """Mean over the toes of the ``settled`` frames (B, H) bool of raw predicted poses
+    (B, H, P) of ``(relu(height - TOE_DOWN_M / 2) / TOE_DOWN_M)^2``, the height (m) being
+    the character-space toe's above ``floor``: 0 for a toe within 5 cm of the floor, 1 for
+    one 15 cm up, what :func:`~kinema.control.retrieval.scenarios.feet_down_share` counts
+    (a raised knee or a kneel on the other leg pays while the stick asks to stand); 0 when
+    no frame is settled. Differentiable."""
+    mask = torch.as_tensor(np.asarray(settled, np.float32), device=raw.device)[..., None]
+    up = F.relu(toe_positions(db, raw)[..., 1] - floor - TOE_DOWN_M / 2) / TOE_DOWN_M   # (B, H, 2)
+    return (up ** 2 * mask).sum() / (2.0 * mask.sum()).clamp(min=1.0)
+
+
+def stick_objective(terms: dict[str, torch.Tensor], stand_weight: float = 0.0) -> torch.Tensor:
+    """The weighted sum (:data:`STICK_TERMS`, and ``stand_weight`` of ``stand``) of
+    :func:`stick_terms`."""
+    return sum((stand_weight if k == "stand" else STICK_TERMS[k]) * v for k, v in terms.items())
 
 
 def stick_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings, rng: np.random.Generator,
@@ -754,7 +776,7 @@ def stick_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings,
     db = retriever.db
     if carry is None:
         starts = rollout_starts(db, clips, s.context + s.free_horizon + 1, s.stick_batch, rng, upright=True)
-        steer = StickSteer.random(len(starts), rng, db.fps, idle_share=s.stick_idle)
+        steer = StickSteer.random(len(starts), rng, db.fps, idle_share=s.stick_idle, release_share=s.stick_release)
         ex = retriever.exclusions(db.clip_of(starts))
     else:
         starts = ex = None
@@ -762,7 +784,7 @@ def stick_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings,
     r = rollout(model, retriever, db, starts, s.context, s.free_horizon, exclude=ex, rng=rng,
                 dropout=(s.drop_all, s.drop_each, s.drop_sequence), detach_every=s.detach_every, rigid=s.rigid,
                 ground=s.ground, planted=floor if s.planted else None, carry=carry, steer=steer)
-    return stick_objective(stick_terms(db, _raw(retriever, r.pose), r, steer, targets, floor)), r.carry
+    return stick_objective(stick_terms(db, _raw(retriever, r.pose), r, steer, targets, floor), s.stick_stand), r.carry
 
 
 def stick_step(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings, rng: np.random.Generator,
@@ -888,10 +910,11 @@ def _validate_sticks(model, retriever: Retriever, val: Database, s: TrainSetting
                      starts: np.ndarray, targets: StickTargets) -> torch.Tensor:
     """:func:`stick_objective` of stick-driven rollouts of ``val_horizon`` frames from
     ``starts`` of the validation clips, the same stick scripts at every validation."""
-    steer = StickSteer.random(len(starts), np.random.default_rng(0), val.fps, idle_share=s.stick_idle)
+    steer = StickSteer.random(len(starts), np.random.default_rng(0), val.fps, idle_share=s.stick_idle,
+                              release_share=s.stick_release)
     r = rollout(model, retriever, val, starts, s.context, s.val_horizon, retrieval=use, rigid=s.rigid, ground=s.ground,
                 planted=floor if s.planted else None, steer=steer)
-    return stick_objective(stick_terms(val, _raw(retriever, r.pose), r, steer, targets, floor))
+    return stick_objective(stick_terms(val, _raw(retriever, r.pose), r, steer, targets, floor), s.stick_stand)
 
 
 def selection_key(rec: dict, s: TrainSettings) -> float:
