@@ -779,12 +779,13 @@ def test_the_stand_loss_passes_the_actor_standing_and_charges_a_raised_knee(game
     """:func:`stand_loss` on the actor's own settled rows (root still for a second, as
     ``database_feet_down_share`` reads them): about 0, as little as a tenth of a raised toe's
     cost; the same rows with the left toe lifted 0.3 m (a raised knee) pay about
-    (0.25 / 0.1)^2 / 2 (one toe of two); the lift on frames not settled is free; the
-    gradient reaches the toe's height."""
+    (0.25 / 0.1)^2 / 2 (one toe of two); the whole body lowered to 0.6 of its height with
+    the toes kept on the floor (a kneel, all fours) pays for its hips; the lift on frames
+    not settled is free; the gradient reaches the toe's height."""
     import torch
 
     from kinema.control.retrieval.metrics import floor_height, pose_slice
-    from kinema.control.retrieval.scenarios import settled_frames
+    from kinema.control.retrieval.scenarios import settled_frames, standing_hips
     from kinema.control.retrieval.training import stand_loss
 
     db = games105_db
@@ -792,18 +793,22 @@ def test_the_stand_loss_passes_the_actor_standing_and_charges_a_raised_knee(game
     rows = np.flatnonzero(settled)
     assert len(rows) > 60, "the games105 sample has standing rows"
     rows = rows[np.linspace(0, len(rows) - 1, 120).astype(np.int64)]
-    poses, floor = db.pose[rows][None].copy(), floor_height(db)
+    poses, floor, standing = db.pose[rows][None].copy(), floor_height(db), standing_hips(db)
     on, off = np.ones((1, len(rows)), bool), np.zeros((1, len(rows)), bool)
     cols = pose_slice(db, "joint_positions")
     left = cols.start + 3 * db.roles["left_toe"] + 1
     raised = poses.copy()
     raised[..., left] = np.maximum(raised[..., left], floor) + 0.3
-    stand = float(stand_loss(db, torch.as_tensor(poses), on, floor))
-    knee = float(stand_loss(db, torch.as_tensor(raised), on, floor))
-    assert stand < 0.1 * knee and 2.5 < knee < 4.0
-    assert float(stand_loss(db, torch.as_tensor(raised), off, floor)) == 0.0
+    kneel = poses.copy()
+    heights = kneel[..., cols][..., 1::3]
+    kneel[..., cols.start + 1:cols.stop:3] = np.minimum(heights, floor + (heights - floor) * 0.6)
+    stand = float(stand_loss(db, torch.as_tensor(poses), on, floor, standing))
+    knee = float(stand_loss(db, torch.as_tensor(raised), on, floor, standing))
+    low = float(stand_loss(db, torch.as_tensor(kneel), on, floor, standing))
+    assert stand < 0.1 * knee and 2.5 < knee < 4.0 and low > 4.0
+    assert float(stand_loss(db, torch.as_tensor(raised), off, floor, standing)) == 0.0
     t = torch.as_tensor(raised).requires_grad_(True)
-    stand_loss(db, t, on, floor).backward()
+    stand_loss(db, t, on, floor, standing).backward()
     assert float(t.grad[..., left].sum()) > 0
 
 

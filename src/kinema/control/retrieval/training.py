@@ -731,7 +731,8 @@ def stick_terms(db: Database, raw: torch.Tensor, r: Rollout, steer: StickSteer, 
     - ``posture``: the hips' squared distance outside :data:`UPRIGHT_BAND` of the standing
       height, as a share of it (a stick never asks for a crouch, a fall or a float);
     - ``skate``: :func:`skate_loss` on the predicted toes that are on the floor;
-    - ``stand``: :func:`stand_loss` on the frames where the requested path stands.
+    - ``stand``: :func:`stand_loss` (toes down, hips at the standing height) on the frames
+      where the requested path stands.
     """
     toes = [db.roles["left_toe"], db.roles["right_toe"]]
     pos = _joint_positions(db, raw)
@@ -745,19 +746,28 @@ def stick_terms(db: Database, raw: torch.Tensor, r: Rollout, steer: StickSteer, 
             "path": _path_error(x, z, yaw, *steer.path()),
             "posture": (outside ** 2).mean(),
             "skate": skate_loss(db, raw, own_contacts(db, raw, floor)),
-            "stand": stand_loss(db, raw, steer.settled(), floor)}
+            "stand": stand_loss(db, raw, steer.settled(), floor, targets.standing_hips)}
 
 
-def stand_loss(db: Database, raw: torch.Tensor, settled: np.ndarray, floor: float) -> torch.Tensor:
-    """Mean over the toes of the ``settled`` frames (B, H) bool of raw predicted poses
-    (B, H, P) of ``(relu(height - TOE_DOWN_M / 2) / TOE_DOWN_M)^2``, the height (m) being
-    the character-space toe's above ``floor``: 0 for a toe within 5 cm of the floor, 1 for
-    one 15 cm up, what :func:`~kinema.control.retrieval.scenarios.feet_down_share` counts
-    (a raised knee or a kneel on the other leg pays while the stick asks to stand); 0 when
-    no frame is settled. Differentiable."""
-    mask = torch.as_tensor(np.asarray(settled, np.float32), device=raw.device)[..., None]
-    up = F.relu(toe_positions(db, raw)[..., 1] - floor - TOE_DOWN_M / 2) / TOE_DOWN_M   # (B, H, 2)
-    return (up ** 2 * mask).sum() / (2.0 * mask.sum()).clamp(min=1.0)
+def stand_loss(db: Database, raw: torch.Tensor, settled: np.ndarray, floor: float, standing: float) -> torch.Tensor:
+    """What a pose that should stand pays, averaged over the ``settled`` frames (B, H) bool
+    of raw predicted poses (B, H, P) (0 when no frame is settled; differentiable):
+
+    - each toe: ``(relu(height - TOE_DOWN_M / 2) / TOE_DOWN_M)^2``, the height (m) being the
+      character-space toe's above ``floor``: 0 within 5 cm of the floor, 1 at 15 cm up, what
+      :func:`~kinema.control.retrieval.scenarios.feet_down_share` counts (a raised knee);
+    - the hips: ``(relu(|hips / standing - 1| - STAND_BAND) / STAND_BAND)^2``, their
+      character-space height against the data's ``standing`` hips (m): 0 within a tenth of
+      it, 9 for a kneel at 0.6 of it (toes down on all fours or on a knee is no stand).
+    """
+    mask = torch.as_tensor(np.asarray(settled, np.float32), device=raw.device)
+    up = F.relu(toe_positions(db, raw)[..., 1] - floor - TOE_DOWN_M / 2) / TOE_DOWN_M       # (B, H, 2)
+    hips = _joint_positions(db, raw)[:, :, db.roles["hips"], 1] / standing                  # (B, H)
+    low = (F.relu((hips - 1.0).abs() - STAND_BAND) / STAND_BAND) ** 2
+    return ((up ** 2).mean(-1) + low).mul(mask).sum() / mask.sum().clamp(min=1.0)
+
+
+STAND_BAND = 0.1   # settled hips within this share of the standing height pay nothing (stand_loss)
 
 
 def stick_objective(terms: dict[str, torch.Tensor], stand_weight: float = 0.0) -> torch.Tensor:
