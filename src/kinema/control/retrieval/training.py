@@ -699,6 +699,7 @@ STICK_TERMS = {"stride": 1.0, "path": 2.0, "posture": 1.0, "skate": 0.1}
 # before paying: below, a crouch or a fall; above, a body that floats off the floor (with
 # only the floor below, lafan_sc8i's hips rose 11 m on the circle stick within 18 s).
 UPRIGHT_BAND = (0.9, 1.15)
+STAND_BAND = 0.1   # settled hips (the stick asks to stand) within this share of the standing height pay nothing (stand_loss)
 
 
 @dataclass(frozen=True)
@@ -765,9 +766,6 @@ def stand_loss(db: Database, raw: torch.Tensor, settled: np.ndarray, floor: floa
     hips = _joint_positions(db, raw)[:, :, db.roles["hips"], 1] / standing                  # (B, H)
     low = (F.relu((hips - 1.0).abs() - STAND_BAND) / STAND_BAND) ** 2
     return ((up ** 2).mean(-1) + low).mul(mask).sum() / mask.sum().clamp(min=1.0)
-
-
-STAND_BAND = 0.1   # settled hips within this share of the standing height pay nothing (stand_loss)
 
 
 def stick_objective(terms: dict[str, torch.Tensor], stand_weight: float = 0.0) -> torch.Tensor:
