@@ -720,10 +720,11 @@ def test_stick_terms_pass_the_truth_and_charge_a_glide_a_crouch_a_float_and_a_de
     and stands (each small); the same windows with the toes frozen in character space (the
     glide: the root moves, the legs do not) pay the stride and skating terms many times
     over; with the hips lowered to half their height or the body lifted by half of it, the
-    posture term; with the path asked for 1 m to the side, the path term. The glide's
+    posture and touch terms; with the path asked for 1 m to the side, the path term. The glide's
     planted toes are charged what the root moves under them (the real data's toes slide some
     1.6 cm per frame under their own contact test too, so skating is read against the root,
-    not against the truth). The stride term's gradient reaches the toes."""
+    not against the truth). The stride term's gradient reaches the toes, the touch term's
+    pushes a floated toe down."""
     import types
 
     import torch
@@ -767,12 +768,17 @@ def test_stick_terms_pass_the_truth_and_charge_a_glide_a_crouch_a_float_and_a_de
     step = np.linalg.norm(np.diff(tp[..., [0, 2]], axis=1), axis=-1) * 100.0   # cm the root moves per frame
     assert 0.8 < g["skate"] / float((step ** 2).mean()) < 1.3   # the planted toes slide with the root
     assert terms(edited(crouch))["posture"] > 0.05
-    assert terms(edited(float_up))["posture"] > 0.05
+    floated = terms(edited(float_up))
+    assert floated["posture"] > 0.05
+    assert truth["touch"] < 0.01 and floated["touch"] > 100 * truth["touch"] + 5.0   # toes some 45 cm up: about 16
     aside = types.SimpleNamespace(path=lambda: (tp + np.array([1.0, 0.0, 0.0]), td), settled=asked.settled)
     assert terms(true, aside)["path"] > 0.9
     t = torch.as_tensor(true).requires_grad_(True)
     stick_terms(db, t, r, asked, targets, floor)["stride"].backward()
     assert float(t.grad[..., [cols.start + 3 * j for j in toes]].abs().sum()) > 0
+    t = torch.as_tensor(edited(float_up)).requires_grad_(True)
+    stick_terms(db, t, r, asked, targets, floor)["touch"].backward()
+    assert float(t.grad[..., [cols.start + 3 * j + 1 for j in toes]].sum()) > 0   # pushes a toe down
 
 
 def test_the_stand_loss_passes_the_actor_standing_and_charges_a_raised_knee(games105_db):

@@ -49,7 +49,9 @@ continue over up to n free steps (their sticks run on), as ``free_chain`` contin
 truth-driven ones, ``stick_idle`` of them keep the stick released and ``stick_release`` of
 the others let go of it after a walk or a run; ``stick_stand`` > 0 adds that much of
 :func:`stand_loss` (both toes down once the requested path has stood still for a second:
-let go after a run, the LaFAN1 models knelt or stood on one leg). The
+let go after a run, the LaFAN1 models knelt or stood on one leg); ``stick_touch`` > 0
+adds that much of :func:`touch_loss` (a toe on the floor at least every half second: while
+walking on a stop-and-go stick the LaFAN1 model floated up, toes 20-30 cm off the floor). The
 checkpoint is selected on the free-running
 validation loss plus each trained term's weight times its validation value
 (:func:`selection_key`).
@@ -161,6 +163,7 @@ class TrainSettings:
     stick_idle: float = 0.0    # ... the share of them (and of the validation's) whose stick stays released
     stick_release: float = 0.0  # ... the share of the others that let go of it for good after 0.5-6 s of driving
     stick_stand: float = 0.0   # ... this much of stand_loss (both toes down once the requested path stands)
+    stick_touch: float = 0.0   # ... this much of touch_loss (a toe on the floor at least every half second)
 
     def __post_init__(self) -> None:
         if self.skate_on not in SKATE_ON:
@@ -700,6 +703,7 @@ STICK_TERMS = {"stride": 1.0, "path": 2.0, "posture": 1.0, "skate": 0.1}
 # only the floor below, lafan_sc8i's hips rose 11 m on the circle stick within 18 s).
 UPRIGHT_BAND = (0.9, 1.15)
 STAND_BAND = 0.1   # settled hips (the stick asks to stand) within this share of the standing height pay nothing (stand_loss)
+TOUCH_SECONDS = 0.5   # a toe touches the floor at least once in every this many seconds (touch_loss)
 
 
 @dataclass(frozen=True)
@@ -733,7 +737,8 @@ def stick_terms(db: Database, raw: torch.Tensor, r: Rollout, steer: StickSteer, 
       height, as a share of it (a stick never asks for a crouch, a fall or a float);
     - ``skate``: :func:`skate_loss` on the predicted toes that are on the floor;
     - ``stand``: :func:`stand_loss` (toes down, hips at the standing height) on the frames
-      where the requested path stands.
+      where the requested path stands;
+    - ``touch``: :func:`touch_loss` (a toe on the floor at least every half second).
     """
     toes = [db.roles["left_toe"], db.roles["right_toe"]]
     pos = _joint_positions(db, raw)
@@ -747,7 +752,8 @@ def stick_terms(db: Database, raw: torch.Tensor, r: Rollout, steer: StickSteer, 
             "path": _path_error(x, z, yaw, *steer.path()),
             "posture": (outside ** 2).mean(),
             "skate": skate_loss(db, raw, own_contacts(db, raw, floor)),
-            "stand": stand_loss(db, raw, steer.settled(), floor, targets.standing_hips)}
+            "stand": stand_loss(db, raw, steer.settled(), floor, targets.standing_hips),
+            "touch": touch_loss(db, raw, floor)}
 
 
 def stand_loss(db: Database, raw: torch.Tensor, settled: np.ndarray, floor: float, standing: float) -> torch.Tensor:
@@ -768,10 +774,27 @@ def stand_loss(db: Database, raw: torch.Tensor, settled: np.ndarray, floor: floa
     return ((up ** 2).mean(-1) + low).mul(mask).sum() / mask.sum().clamp(min=1.0)
 
 
-def stick_objective(terms: dict[str, torch.Tensor], stand_weight: float = 0.0) -> torch.Tensor:
-    """The weighted sum (:data:`STICK_TERMS`, and ``stand_weight`` of ``stand``) of
-    :func:`stick_terms`."""
-    return sum((stand_weight if k == "stand" else STICK_TERMS[k]) * v for k, v in terms.items())
+def touch_loss(db: Database, raw: torch.Tensor, floor: float) -> torch.Tensor:
+    """What raw predicted poses (B, H, P) pay for floating: in every window of
+    :data:`TOUCH_SECONDS` (all of H when shorter) the lowest toe's character-space height
+    above ``floor`` (m) pays ``(relu(height - TOE_DOWN_M / 2) / TOE_DOWN_M)^2``, averaged
+    over the windows (differentiable; the gradient reaches the lowest toe of the window's
+    lowest frame). Walking, running and standing put a toe within 5 cm of the floor in 96 to
+    100% of the half-second windows of the LaFAN1 training takes that neither climb nor lie on
+    the floor (the obstacles takes and fallAndGetUp1 do), so the actor pays about nothing and
+    a body drifting up off the floor pays."""
+    low = toe_positions(db, raw)[..., 1].amin(-1) - floor                                   # (B, H)
+    window = min(max(1, round(TOUCH_SECONDS * db.fps)), low.shape[1])
+    lowest = low.unfold(1, window, 1).amin(-1)                                               # (B, H - window + 1)
+    return ((F.relu(lowest - TOE_DOWN_M / 2) / TOE_DOWN_M) ** 2).mean()
+
+
+def stick_objective(terms: dict[str, torch.Tensor], stand_weight: float = 0.0, touch_weight: float = 0.0
+                    ) -> torch.Tensor:
+    """The weighted sum (:data:`STICK_TERMS`, ``stand_weight`` of ``stand`` and
+    ``touch_weight`` of ``touch``) of :func:`stick_terms`."""
+    weights = {**STICK_TERMS, "stand": stand_weight, "touch": touch_weight}
+    return sum(weights[k] * v for k, v in terms.items())
 
 
 def stick_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings, rng: np.random.Generator,
@@ -792,7 +815,8 @@ def stick_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings,
     r = rollout(model, retriever, db, starts, s.context, s.free_horizon, exclude=ex, rng=rng,
                 dropout=(s.drop_all, s.drop_each, s.drop_sequence), detach_every=s.detach_every, rigid=s.rigid,
                 ground=s.ground, planted=floor if s.planted else None, carry=carry, steer=steer)
-    return stick_objective(stick_terms(db, _raw(retriever, r.pose), r, steer, targets, floor), s.stick_stand), r.carry
+    return stick_objective(stick_terms(db, _raw(retriever, r.pose), r, steer, targets, floor), s.stick_stand,
+                          s.stick_touch), r.carry
 
 
 def stick_step(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings, rng: np.random.Generator,
@@ -922,7 +946,8 @@ def _validate_sticks(model, retriever: Retriever, val: Database, s: TrainSetting
                               release_share=s.stick_release)
     r = rollout(model, retriever, val, starts, s.context, s.val_horizon, retrieval=use, rigid=s.rigid, ground=s.ground,
                 planted=floor if s.planted else None, steer=steer)
-    return stick_objective(stick_terms(val, _raw(retriever, r.pose), r, steer, targets, floor), s.stick_stand)
+    return stick_objective(stick_terms(val, _raw(retriever, r.pose), r, steer, targets, floor), s.stick_stand,
+                          s.stick_touch)
 
 
 def selection_key(rec: dict, s: TrainSettings) -> float:
