@@ -770,7 +770,7 @@ def test_stick_terms_pass_the_truth_and_charge_a_glide_a_crouch_a_float_and_a_de
     assert terms(edited(crouch))["posture"] > 0.05
     floated = terms(edited(float_up))
     assert floated["posture"] > 0.05
-    assert truth["touch"] < 0.01 and floated["touch"] > 100 * truth["touch"] + 5.0   # toes some 45 cm up: about 16
+    assert truth["touch"] < 0.01 and floated["touch"] > 100 * truth["touch"] + 5.0   # toes some 45 cm up: about 14
     aside = types.SimpleNamespace(path=lambda: (tp + np.array([1.0, 0.0, 0.0]), td), settled=asked.settled)
     assert terms(true, aside)["path"] > 0.9
     t = torch.as_tensor(true).requires_grad_(True)
