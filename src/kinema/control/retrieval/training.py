@@ -44,7 +44,8 @@ also runs ``stick_batch`` rollouts whose joystick comes from wandering sticks th
 runtime's springs (:class:`~kinema.control.retrieval.steering.StickSteer`), as a user drives
 the controller, and adds that much of their self-supervised terms (:func:`stick_loss`:
 stride against the data's stride ratio, the requested path, the hips within a band of the
-standing height, skating on the predicted toes); with ``stick_chain`` = n those rollouts
+standing height, skating on the predicted toes; ``stick_stride``, 1 by default, weighs the
+stride term); with ``stick_chain`` = n those rollouts
 continue over up to n free steps (their sticks run on), as ``free_chain`` continues the
 truth-driven ones, ``stick_idle`` of them keep the stick released and ``stick_release`` of
 the others let go of it after a walk or a run; ``stick_stand`` > 0 adds that much of
@@ -164,6 +165,7 @@ class TrainSettings:
     stick_release: float = 0.0  # ... the share of the others that let go of it for good after 0.5-6 s of driving
     stick_stand: float = 0.0   # ... this much of stand_loss (both toes down once the requested path stands)
     stick_touch: float = 0.0   # ... this much of touch_loss (a toe on the floor at least every half second)
+    stick_stride: float = 1.0  # ... this much of the stride term (the toes' speed against the data's stride ratio)
 
     def __post_init__(self) -> None:
         if self.skate_on not in SKATE_ON:
@@ -695,9 +697,9 @@ def rollout_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSetting
     return loss, r.carry
 
 
-# Each self-supervised term's share of a stick-driven rollout's loss: the path and skating
-# weights of the shipped LaFAN1 recipe, stride and posture at 1.
-STICK_TERMS = {"stride": 1.0, "path": 2.0, "posture": 1.0, "skate": 0.1}
+# The fixed shares of a stick-driven rollout's loss: the path and skating weights of the
+# shipped LaFAN1 recipe, posture at 1 (stride, stand and touch come from the settings).
+STICK_TERMS = {"path": 2.0, "posture": 1.0, "skate": 0.1}
 # A stick-driven rollout's hips may sit between these shares of the data's standing height
 # before paying: below, a crouch or a fall; above, a body that floats off the floor (with
 # only the floor below, lafan_sc8i's hips rose 11 m on the circle stick within 18 s).
@@ -789,11 +791,15 @@ def touch_loss(db: Database, raw: torch.Tensor, floor: float) -> torch.Tensor:
     return ((F.relu(lowest - TOE_DOWN_M / 2) / TOE_DOWN_M) ** 2).mean()
 
 
-def stick_objective(terms: dict[str, torch.Tensor], stand_weight: float = 0.0, touch_weight: float = 0.0
-                    ) -> torch.Tensor:
-    """The weighted sum (:data:`STICK_TERMS`, ``stand_weight`` of ``stand`` and
-    ``touch_weight`` of ``touch``) of :func:`stick_terms`."""
-    weights = {**STICK_TERMS, "stand": stand_weight, "touch": touch_weight}
+def stick_weights(s: TrainSettings) -> dict[str, float]:
+    """Each :func:`stick_terms` term's weight: :data:`STICK_TERMS`, and ``s.stick_stride``,
+    ``s.stick_stand`` and ``s.stick_touch`` of the stride, stand and touch terms."""
+    return {**STICK_TERMS, "stride": s.stick_stride, "stand": s.stick_stand, "touch": s.stick_touch}
+
+
+def stick_objective(terms: dict[str, torch.Tensor], weights: dict[str, float]) -> torch.Tensor:
+    """The sum of :func:`stick_terms` ``terms``, each times its weight in ``weights``
+    (:func:`stick_weights`)."""
     return sum(weights[k] * v for k, v in terms.items())
 
 
@@ -815,8 +821,8 @@ def stick_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings,
     r = rollout(model, retriever, db, starts, s.context, s.free_horizon, exclude=ex, rng=rng,
                 dropout=(s.drop_all, s.drop_each, s.drop_sequence), detach_every=s.detach_every, rigid=s.rigid,
                 ground=s.ground, planted=floor if s.planted else None, carry=carry, steer=steer)
-    return stick_objective(stick_terms(db, _raw(retriever, r.pose), r, steer, targets, floor), s.stick_stand,
-                          s.stick_touch), r.carry
+    return stick_objective(stick_terms(db, _raw(retriever, r.pose), r, steer, targets, floor),
+                           stick_weights(s)), r.carry
 
 
 def stick_step(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings, rng: np.random.Generator,
@@ -946,8 +952,7 @@ def _validate_sticks(model, retriever: Retriever, val: Database, s: TrainSetting
                               release_share=s.stick_release)
     r = rollout(model, retriever, val, starts, s.context, s.val_horizon, retrieval=use, rigid=s.rigid, ground=s.ground,
                 planted=floor if s.planted else None, steer=steer)
-    return stick_objective(stick_terms(val, _raw(retriever, r.pose), r, steer, targets, floor), s.stick_stand,
-                          s.stick_touch)
+    return stick_objective(stick_terms(val, _raw(retriever, r.pose), r, steer, targets, floor), stick_weights(s))
 
 
 def selection_key(rec: dict, s: TrainSettings) -> float:
