@@ -857,3 +857,25 @@ def test_a_stick_driven_rollout_takes_its_joystick_from_the_steer(games105_db, g
     assert part_steer.path()[0].shape == (2, 40, 3)
     np.testing.assert_allclose(part_steer.path()[0], whole_steer.path()[0][:, 48:], atol=1e-9)
     assert rest.rows[1].max() == db.ranges[db.clip_of(starts[1:]), 1][0] - 1
+
+
+def test_stick_weights_take_the_stride_stand_and_touch_weights_from_the_settings():
+    """:func:`stick_weights` gives the stride, stand and touch terms the settings' weights
+    (stride 1 by default, the earlier constant) and the fixed ones :data:`STICK_TERMS`, so
+    raising ``train.stick_stride`` by 2 raises the objective by twice the stride term and
+    nothing else."""
+    import torch
+
+    from kinema.control.retrieval.training import STICK_TERMS, TrainSettings, stick_objective, stick_weights
+
+    terms = {name: torch.tensor(float(i + 1)) for i, name in
+             enumerate(["stride", "path", "posture", "skate", "stand", "touch"])}
+    default = stick_weights(TrainSettings())
+    assert default["stride"] == 1.0 and default["stand"] == default["touch"] == 0.0
+    assert all(default[k] == v for k, v in STICK_TERMS.items())
+    tuned = stick_weights(TrainSettings(stick_stride=3.0, stick_stand=0.5, stick_touch=2.0))
+    assert (tuned["stride"], tuned["stand"], tuned["touch"]) == (3.0, 0.5, 2.0)
+    base = float(stick_objective(terms, default))
+    assert base == pytest.approx(1.0 + 2.0 * 2.0 + 1.0 * 3.0 + 0.1 * 4.0)
+    more = float(stick_objective(terms, stick_weights(TrainSettings(stick_stride=3.0))))
+    assert more - base == pytest.approx(2.0 * float(terms["stride"]))
