@@ -859,23 +859,60 @@ def test_a_stick_driven_rollout_takes_its_joystick_from_the_steer(games105_db, g
     assert rest.rows[1].max() == db.ranges[db.clip_of(starts[1:]), 1][0] - 1
 
 
-def test_stick_weights_take_the_stride_stand_and_touch_weights_from_the_settings():
-    """:func:`stick_weights` gives the stride, stand and touch terms the settings' weights
-    (stride 1 by default, the earlier constant) and the fixed ones :data:`STICK_TERMS`, so
-    raising ``train.stick_stride`` by 2 raises the objective by twice the stride term and
-    nothing else."""
+def test_stick_weights_take_the_stride_skate_stand_touch_and_step_weights_from_the_settings():
+    """:func:`stick_weights` gives the stride, skate, stand, touch and step terms the
+    settings' weights (stride 1 and skate 0.1 by default, the earlier constants) and the
+    fixed ones :data:`STICK_TERMS`, so raising ``train.stick_stride`` by 2 raises the
+    objective by twice the stride term and nothing else."""
     import torch
 
     from kinema.control.retrieval.training import STICK_TERMS, TrainSettings, stick_objective, stick_weights
 
     terms = {name: torch.tensor(float(i + 1)) for i, name in
-             enumerate(["stride", "path", "posture", "skate", "stand", "touch"])}
+             enumerate(["stride", "path", "posture", "skate", "stand", "touch", "step"])}
     default = stick_weights(TrainSettings())
-    assert default["stride"] == 1.0 and default["stand"] == default["touch"] == 0.0
+    assert default["stride"] == 1.0 and default["skate"] == 0.1
+    assert default["stand"] == default["touch"] == default["step"] == 0.0
     assert all(default[k] == v for k, v in STICK_TERMS.items())
-    tuned = stick_weights(TrainSettings(stick_stride=3.0, stick_stand=0.5, stick_touch=2.0))
-    assert (tuned["stride"], tuned["stand"], tuned["touch"]) == (3.0, 0.5, 2.0)
+    assert set(default) == set(terms)
+    tuned = stick_weights(TrainSettings(stick_stride=3.0, stick_skate=0.5, stick_stand=0.5, stick_touch=2.0,
+                                        stick_step=1.5))
+    assert (tuned["stride"], tuned["skate"], tuned["stand"], tuned["touch"], tuned["step"]) == (3.0, 0.5, 0.5, 2.0, 1.5)
     base = float(stick_objective(terms, default))
     assert base == pytest.approx(1.0 + 2.0 * 2.0 + 1.0 * 3.0 + 0.1 * 4.0)
     more = float(stick_objective(terms, stick_weights(TrainSettings(stick_stride=3.0))))
     assert more - base == pytest.approx(2.0 * float(terms["stride"]))
+
+
+def test_the_step_loss_passes_the_actor_walking_and_charges_a_hop_and_a_float(games105_db):
+    """:func:`step_loss` on the actor's own moving windows: about 0 (each toe comes down at
+    least once a second); the same windows with the left toe held 0.3 m up (a hop on the
+    right foot) pay about ((0.3 - 0.025) / 0.1)^2 / 2 (one toe of two), with both toes up
+    twice that; the hop is free while the requested path stands (settled), and the gradient
+    pushes the raised toe down."""
+    import torch
+
+    from kinema.control.retrieval.metrics import floor_height, pose_slice
+    from kinema.control.retrieval.training import step_loss
+
+    db = games105_db
+    rows, true, _, _ = _windows(db, 121, 20)
+    floor = floor_height(db)
+    cols = pose_slice(db, "joint_positions")
+    left, right = (cols.start + 3 * db.roles[t] + 1 for t in ("left_toe", "right_toe"))
+    moving, still = np.zeros(true.shape[:2], bool), np.ones(true.shape[:2], bool)
+    hop, both = true.copy(), true.copy()
+    hop[..., left] = np.maximum(hop[..., left], floor) + 0.3
+    both[..., [left, right]] = np.maximum(both[..., [left, right]], floor) + 0.3
+
+    def cost(poses, settled=moving):
+        return float(step_loss(db, torch.as_tensor(poses), settled, floor))
+
+    expected = ((0.3 - 0.025) / 0.1) ** 2 / 2
+    assert cost(true) < 0.05 * expected
+    assert 0.9 * expected < cost(hop) < 1.3 * expected
+    assert 1.8 * expected < cost(both) < 2.6 * expected
+    assert cost(hop, still) == 0.0
+    t = torch.as_tensor(hop).requires_grad_(True)
+    step_loss(db, t, moving, floor).backward()
+    assert float(t.grad[..., left].sum()) > 0 and float(t.grad[..., right].abs().sum()) == 0.0

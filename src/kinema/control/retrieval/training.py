@@ -52,7 +52,10 @@ the others let go of it after a walk or a run; ``stick_stand`` > 0 adds that muc
 :func:`stand_loss` (both toes down once the requested path has stood still for a second:
 let go after a run, the LaFAN1 models knelt or stood on one leg); ``stick_touch`` > 0
 adds that much of :func:`touch_loss` (a toe on the floor at least every half second: while
-walking on a stop-and-go stick the LaFAN1 model floated up, toes 20-30 cm off the floor). The
+walking on a stop-and-go stick the LaFAN1 model floated up, toes 20-30 cm off the floor);
+``stick_step`` > 0 adds that much of :func:`step_loss` (each toe on the floor at least once a
+second while the requested path moves: with the skating term, weighted by ``stick_skate``,
+the root can then only move by stepping, not by gliding on both feet or hopping on one). The
 checkpoint is selected on the free-running
 validation loss plus each trained term's weight times its validation value
 (:func:`selection_key`).
@@ -166,6 +169,8 @@ class TrainSettings:
     stick_stand: float = 0.0   # ... this much of stand_loss (both toes down once the requested path stands)
     stick_touch: float = 0.0   # ... this much of touch_loss (a toe on the floor at least every half second)
     stick_stride: float = 1.0  # ... this much of the stride term (the toes' speed against the data's stride ratio)
+    stick_skate: float = 0.1   # ... this much of the skating term (skate_loss on the predicted toes on the floor)
+    stick_step: float = 0.0    # ... this much of step_loss (each toe down once a second while the path moves)
 
     def __post_init__(self) -> None:
         if self.skate_on not in SKATE_ON:
@@ -697,15 +702,17 @@ def rollout_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSetting
     return loss, r.carry
 
 
-# The fixed shares of a stick-driven rollout's loss: the path and skating weights of the
-# shipped LaFAN1 recipe, posture at 1 (stride, stand and touch come from the settings).
-STICK_TERMS = {"path": 2.0, "posture": 1.0, "skate": 0.1}
+# The fixed shares of a stick-driven rollout's loss: the path weight of the shipped LaFAN1
+# recipe, posture at 1 (stride, skate, stand, touch and step come from the settings).
+STICK_TERMS = {"path": 2.0, "posture": 1.0}
 # A stick-driven rollout's hips may sit between these shares of the data's standing height
 # before paying: below, a crouch or a fall; above, a body that floats off the floor (with
 # only the floor below, lafan_sc8i's hips rose 11 m on the circle stick within 18 s).
 UPRIGHT_BAND = (0.9, 1.15)
 STAND_BAND = 0.1   # settled hips (the stick asks to stand) within this share of the standing height pay nothing (stand_loss)
 TOUCH_SECONDS = 0.5   # a toe touches the floor at least once in every this many seconds (touch_loss)
+STEP_SECONDS = 1.0    # each toe touches the floor at least once in every this many seconds of walking (step_loss)
+STEP_DOWN_M = 0.025   # ... within this height (m) of the skating metric's floor
 
 
 @dataclass(frozen=True)
@@ -740,7 +747,9 @@ def stick_terms(db: Database, raw: torch.Tensor, r: Rollout, steer: StickSteer, 
     - ``skate``: :func:`skate_loss` on the predicted toes that are on the floor;
     - ``stand``: :func:`stand_loss` (toes down, hips at the standing height) on the frames
       where the requested path stands;
-    - ``touch``: :func:`touch_loss` (a toe on the floor at least every half second).
+    - ``touch``: :func:`touch_loss` (a toe on the floor at least every half second);
+    - ``step``: :func:`step_loss` (each toe on the floor at least once a second while the
+      requested path moves).
     """
     toes = [db.roles["left_toe"], db.roles["right_toe"]]
     pos = _joint_positions(db, raw)
@@ -755,7 +764,8 @@ def stick_terms(db: Database, raw: torch.Tensor, r: Rollout, steer: StickSteer, 
             "posture": (outside ** 2).mean(),
             "skate": skate_loss(db, raw, own_contacts(db, raw, floor)),
             "stand": stand_loss(db, raw, steer.settled(), floor, targets.standing_hips),
-            "touch": touch_loss(db, raw, floor)}
+            "touch": touch_loss(db, raw, floor),
+            "step": step_loss(db, raw, steer.settled(), floor)}
 
 
 def stand_loss(db: Database, raw: torch.Tensor, settled: np.ndarray, floor: float, standing: float) -> torch.Tensor:
@@ -791,10 +801,31 @@ def touch_loss(db: Database, raw: torch.Tensor, floor: float) -> torch.Tensor:
     return ((F.relu(lowest - TOE_DOWN_M / 2) / TOE_DOWN_M) ** 2).mean()
 
 
+def step_loss(db: Database, raw: torch.Tensor, settled: np.ndarray, floor: float) -> torch.Tensor:
+    """What raw predicted poses (B, H, P) pay for walking without stepping: in every window
+    of :data:`STEP_SECONDS` (all of H when shorter) in which the requested path moves (no
+    frame of ``settled`` (B, H) bool), each toe's lowest character-space height above
+    ``floor`` (m) pays ``(relu(height - STEP_DOWN_M) / TOE_DOWN_M)^2``, averaged over the
+    toes and those windows (0 when there is none; differentiable). In the LaFAN1 training
+    takes (not mirrored), each toe comes within 2.5 cm of the floor in 95% of the one-second
+    windows in which the root moves faster than 0.3 m/s (98-100% outside the obstacles takes);
+    a body that hops on one foot, or floats both, pays, and one that touches down with both
+    toes but slides them pays the skating term: it can follow the path only by stepping."""
+    up = toe_positions(db, raw)[..., 1] - floor                                               # (B, H, 2)
+    window = min(max(1, round(STEP_SECONDS * db.fps)), up.shape[1])
+    lowest = up.unfold(1, window, 1).amin(-1)                                                 # (B, H - window + 1, 2)
+    still = torch.as_tensor(np.asarray(settled, np.float32), device=raw.device)
+    moving = 1.0 - still.unfold(1, window, 1).amax(-1)                                       # (B, H - window + 1)
+    cost = ((F.relu(lowest - STEP_DOWN_M) / TOE_DOWN_M) ** 2).mean(-1)
+    return (cost * moving).sum() / moving.sum().clamp(min=1.0)
+
+
 def stick_weights(s: TrainSettings) -> dict[str, float]:
     """Each :func:`stick_terms` term's weight: :data:`STICK_TERMS`, and ``s.stick_stride``,
-    ``s.stick_stand`` and ``s.stick_touch`` of the stride, stand and touch terms."""
-    return {**STICK_TERMS, "stride": s.stick_stride, "stand": s.stick_stand, "touch": s.stick_touch}
+    ``s.stick_skate``, ``s.stick_stand``, ``s.stick_touch`` and ``s.stick_step`` of the
+    stride, skate, stand, touch and step terms."""
+    return {**STICK_TERMS, "stride": s.stick_stride, "skate": s.stick_skate, "stand": s.stick_stand,
+            "touch": s.stick_touch, "step": s.stick_step}
 
 
 def stick_objective(terms: dict[str, torch.Tensor], weights: dict[str, float]) -> torch.Tensor:
