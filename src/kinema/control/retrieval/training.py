@@ -26,7 +26,8 @@ rotations that put the joints where they belong, and no pose can stretch a bone;
 ``ground`` too, no pose reaches below the data's lowest toe (the retriever's ``ground``, as
 the runtime and the evaluation always apply it; off by default: the LaFAN1 recipe trained
 with it fell and crouched more in the crowd, `benchmarks/results/controller_protocol.md`,
-session 15). With
+session 15; but without it the toe-height terms read legs sunk into the floor that the
+runtime lifts, session 23, `benchmarks/diagnose_ground_gap.py`). With
 ``skate_weight`` > 0 the rollouts add that much of :func:`skate_loss` (toe displacement in
 the frames whose contact is on: the truth's labels with ``skate_on = "truth"``, or the
 predicted pose's own toes on the floor with ``"own"``, the frames the skating metric reads);
