@@ -811,7 +811,10 @@ def step_loss(db: Database, raw: torch.Tensor, settled: np.ndarray, floor: float
     takes (not mirrored), each toe comes within 2.5 cm of the floor in 95% of the one-second
     windows in which the root moves faster than 0.3 m/s (98-100% outside the obstacles takes);
     a body that hops on one foot, or floats both, pays, and one that touches down with both
-    toes but slides them pays the skating term: it can follow the path only by stepping."""
+    toes but slides them pays the skating term: it can follow the path only by stepping, as
+    long as the poses are lifted as the runtime lifts them (``train.ground``; without the lift,
+    toes sunk under the floor pass, and the runtime draws them lifted with a toe in the air:
+    protocol, session 23)."""
     up = toe_positions(db, raw)[..., 1] - floor                                               # (B, H, 2)
     window = min(max(1, round(STEP_SECONDS * db.fps)), up.shape[1])
     lowest = up.unfold(1, window, 1).amin(-1)                                                 # (B, H - window + 1, 2)
