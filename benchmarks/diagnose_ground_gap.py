@@ -34,8 +34,8 @@ import torch
 from kinema.control.retrieval.controller import RetrievalController, trained_planted
 from kinema.control.retrieval.evaluate import open_database
 from kinema.control.retrieval.metrics import floor_height, joint_positions
-from kinema.control.retrieval.pose import body_joints
-from kinema.control.retrieval.rollout import rollout, toe_positions
+from kinema.control.retrieval.pose import rigid_pose
+from kinema.control.retrieval.rollout import rollout
 from kinema.control.retrieval.scenarios import crowd_sticks, run_scenario, standing_hips
 from kinema.control.retrieval.sequences import Retriever
 from kinema.control.retrieval.steering import StickSteer
@@ -71,7 +71,6 @@ def main() -> None:
     s = settings(meta["config"])
     fps, frames = db.fps, int(a.seconds * db.fps) // PIECE * PIECE
     floor, standing = floor_height(db), standing_hips(db)
-    body = np.flatnonzero(body_joints(db))
     seeds = np.random.default_rng(1).random((a.seeds, 4))
     walk = np.arange(a.seeds) % 2 == 0
 
@@ -97,9 +96,10 @@ def main() -> None:
             pieces.append(r.pose.numpy() * norm.std + norm.mean)
     raw = np.concatenate(pieces, 1)                                        # (seeds, frames, P)
     pos = joint_positions(db, raw)
-    lift = np.maximum(retriever.ground - pos[..., body, 1].min(-1), 0.0)   # what the runtime would add
-    trained = [_rows(pos[i, :, db.roles["hips"], 1] / standing, toe_positions(db, raw[i])[..., 1] - floor, fps,
-                     lift[i]) for i in range(a.seeds)]
+    hips = db.roles["hips"]
+    lift = joint_positions(db, rigid_pose(db, raw, retriever.ground))[..., hips, 1] - pos[..., hips, 1]   # the runtime's
+    toes = pos[..., [db.roles["left_toe"], db.roles["right_toe"]], 1] - floor
+    trained = [_rows(pos[i, :, hips, 1] / standing, toes[i], fps, lift[i]) for i in range(a.seeds)]
 
     print(f"{a.checkpoint} (train.ground = {str(s.ground).lower()}): per 5 s, hips / standing height, "
           "worst 1-s lowest height of the left and right toe (cm above the floor), and (training side) the "

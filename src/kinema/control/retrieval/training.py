@@ -759,14 +759,15 @@ def stick_terms(db: Database, raw: torch.Tensor, r: Rollout, steer: StickSteer, 
     root = torch.sqrt(torch.diff(x.detach(), dim=1) ** 2 + torch.diff(z.detach(), dim=1) ** 2) * 100.0 * db.fps
     root_speed = _second_means(db, root)
     hips = pos[:, :, db.roles["hips"], 1] / targets.standing_hips
+    settled = steer.settled()
     outside = F.relu(UPRIGHT_BAND[0] - hips) + F.relu(hips - UPRIGHT_BAND[1])
     return {"stride": _log_ratio_loss(toe_speed, targets.stride_ratio * root_speed, 5.0),
             "path": _path_error(x, z, yaw, *steer.path()),
             "posture": (outside ** 2).mean(),
             "skate": skate_loss(db, raw, own_contacts(db, raw, floor)),
-            "stand": stand_loss(db, raw, steer.settled(), floor, targets.standing_hips),
+            "stand": stand_loss(db, raw, settled, floor, targets.standing_hips),
             "touch": touch_loss(db, raw, floor),
-            "step": step_loss(db, raw, steer.settled(), floor)}
+            "step": step_loss(db, raw, settled, floor)}
 
 
 def stand_loss(db: Database, raw: torch.Tensor, settled: np.ndarray, floor: float, standing: float) -> torch.Tensor:
@@ -787,6 +788,13 @@ def stand_loss(db: Database, raw: torch.Tensor, settled: np.ndarray, floor: floa
     return ((up ** 2).mean(-1) + low).mul(mask).sum() / mask.sum().clamp(min=1.0)
 
 
+def _windows(x: torch.Tensor, frames: float) -> torch.Tensor:
+    """Sliding windows (B, H - w + 1, ..., w) along dim 1 of ``x`` (B, H, ...), w being
+    ``frames`` rounded (at least 1, at most H: a rollout shorter than a window is one)."""
+    w = min(max(1, round(frames)), x.shape[1])
+    return x.unfold(1, w, 1)
+
+
 def touch_loss(db: Database, raw: torch.Tensor, floor: float) -> torch.Tensor:
     """What raw predicted poses (B, H, P) pay for floating: in every window of
     :data:`TOUCH_SECONDS` (all of H when shorter) the lowest toe's character-space height
@@ -797,8 +805,7 @@ def touch_loss(db: Database, raw: torch.Tensor, floor: float) -> torch.Tensor:
     the floor (the obstacles takes and fallAndGetUp1 do), so the actor pays about nothing and
     a body drifting up off the floor pays."""
     low = toe_positions(db, raw)[..., 1].amin(-1) - floor                                   # (B, H)
-    window = min(max(1, round(TOUCH_SECONDS * db.fps)), low.shape[1])
-    lowest = low.unfold(1, window, 1).amin(-1)                                               # (B, H - window + 1)
+    lowest = _windows(low, TOUCH_SECONDS * db.fps).amin(-1)                                 # (B, H - window + 1)
     return ((F.relu(lowest - TOE_DOWN_M / 2) / TOE_DOWN_M) ** 2).mean()
 
 
@@ -816,10 +823,9 @@ def step_loss(db: Database, raw: torch.Tensor, settled: np.ndarray, floor: float
     toes sunk under the floor pass, and the runtime draws them lifted with a toe in the air:
     protocol, session 23)."""
     up = toe_positions(db, raw)[..., 1] - floor                                               # (B, H, 2)
-    window = min(max(1, round(STEP_SECONDS * db.fps)), up.shape[1])
-    lowest = up.unfold(1, window, 1).amin(-1)                                                 # (B, H - window + 1, 2)
+    lowest = _windows(up, STEP_SECONDS * db.fps).amin(-1)                                    # (B, H - window + 1, 2)
     still = torch.as_tensor(np.asarray(settled, np.float32), device=raw.device)
-    moving = 1.0 - still.unfold(1, window, 1).amax(-1)                                       # (B, H - window + 1)
+    moving = 1.0 - _windows(still, STEP_SECONDS * db.fps).amax(-1)                           # (B, H - window + 1)
     cost = ((F.relu(lowest - STEP_DOWN_M) / TOE_DOWN_M) ** 2).mean(-1)
     return (cost * moving).sum() / moving.sum().clamp(min=1.0)
 
