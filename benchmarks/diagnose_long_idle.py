@@ -1,0 +1,65 @@
+"""Does the character stay on the floor when a user lets go for minutes, not one?
+
+The evaluation's scripted sticks last 60 s (``kinema eval --scenarios``). A user who leaves
+the demo running with the stick released drives the same controller for much longer. This
+drives one scripted stick (:data:`~kinema.control.retrieval.scenarios.SCENARIOS`, default
+``idle``: released from the start) through the runtime controller as the scenarios do (the
+search among the rows that stay on their feet, the planted-foot rule as the checkpoint was
+trained) for ``--seconds`` and prints per ``--every`` seconds: the share of frames the stick
+has asked to stand for a second, the hips' height as a share of the data's standing height,
+the highest joint (m), and each toe's mean and highest height above the skating metric's
+floor (m). A character that stands reads hips near 1 and toes near 0 to the end.
+
+    .venv/bin/python benchmarks/diagnose_long_idle.py models/retrieval_lafan1.safetensors [--scenario idle] [--seconds 300] [--every 10]
+"""
+from __future__ import annotations
+
+import argparse
+
+from kinema.control.retrieval.controller import RetrievalController, trained_planted
+from kinema.control.retrieval.evaluate import open_database
+from kinema.control.retrieval.metrics import floor_height
+from kinema.control.retrieval.scenarios import SCENARIOS, run_scenario, settled_frames, standing_hips
+from kinema.matching.database import upright_mask
+from kinema.nn.checkpoint import load_checkpoint
+
+
+def long_run(checkpoint: str, scenario: str, seconds: float, every: float) -> list[dict]:
+    """Rows ``{"t", "settled", "hips", "top_m", "toes_m", "toes_max_m"}`` per ``every``
+    seconds of ``seconds`` of ``scenario`` driven through the runtime controller."""
+    _, meta = load_checkpoint(checkpoint)
+    db = open_database(None, meta)
+    ctl = RetrievalController(checkpoint, db, rigid=True, planted=trained_planted(meta), search_mask=upright_mask(db))
+    ctl.reset(0)
+    traces: dict = {}
+    frames = int(round(seconds * db.fps))
+    run_scenario(ctl, SCENARIOS[scenario], frames, fps=db.fps, traces=traces)
+    drawn = traces["drawn"]                                                       # (F, J, 3) world
+    hips = drawn[:, db.roles["hips"], 1] / standing_hips(db)
+    toes = drawn[:, [db.roles["left_toe"], db.roles["right_toe"]], 1] - floor_height(db)   # (F, 2)
+    top = drawn[:, :, 1].max(-1)
+    settled = settled_frames(traces["path"], db.fps)
+    step = int(round(every * db.fps))
+    return [{"t": s / db.fps, "settled": float(settled[s:s + step].mean()), "hips": float(hips[s:s + step].mean()),
+             "top_m": float(top[s:s + step].mean()), "toes_m": toes[s:s + step].mean(0).round(2).tolist(),
+             "toes_max_m": toes[s:s + step].max(0).round(2).tolist()} for s in range(0, frames, step)]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("checkpoint")
+    ap.add_argument("--scenario", default="idle", choices=sorted(SCENARIOS))
+    ap.add_argument("--seconds", type=float, default=300.0)
+    ap.add_argument("--every", type=float, default=10.0)
+    args = ap.parse_args()
+    print(f"{args.checkpoint}, {args.scenario} for {args.seconds:g} s: settled share, hips / standing height, "
+          "highest joint (m), toes mean and max above the floor (m, left / right)\n")
+    print("| from s | settled | hips | highest joint m | toes mean m | toes max m |")
+    print("|---|---|---|---|---|---|")
+    for r in long_run(args.checkpoint, args.scenario, args.seconds, args.every):
+        print(f"| {r['t']:.0f} | {r['settled']:.2f} | {r['hips']:.2f} | {r['top_m']:.2f} | "
+              f"{r['toes_m'][0]:+.2f} / {r['toes_m'][1]:+.2f} | {r['toes_max_m'][0]:+.2f} / {r['toes_max_m'][1]:+.2f} |")
+
+
+if __name__ == "__main__":
+    main()
