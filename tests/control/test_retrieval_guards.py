@@ -222,6 +222,42 @@ def test_a_checkpoint_trained_planted_runs_and_is_evaluated_planted(trained, tmp
     assert on["free_running"]["with"]["root_error_m"] != off["free_running"]["with"]["root_error_m"]
 
 
+def test_a_checkpoint_trained_with_unit_6d_is_fed_back_unit_rotations(trained, tmp_path):
+    """A model trained with ``train.unit_6d`` has its 6D rotations fed back as unit,
+    orthogonal columns (the data's form) by its runtime controller and by the evaluation's
+    rollouts, whatever scale its raw outputs drift to; a model trained without it keeps its
+    raw 6D (what it was trained on)."""
+    from kinema.control.retrieval.controller import RetrievalController
+    from kinema.control.retrieval.metrics import pose_slice
+    from kinema.control.retrieval.rollout import rollout
+    from kinema.nn.checkpoint import save_checkpoint
+
+    path, meta, db, _ = trained
+    model, m = load_checkpoint(path)
+    cfg = json.loads(json.dumps(m["config"]))
+    cfg["train"]["unit_6d"] = True
+    unit = save_checkpoint(tmp_path / "unit.safetensors", model, **{**m, "config": cfg})
+    sl = pose_slice(db, "joint_rotations_6d")
+
+    def off_unit(poses: np.ndarray) -> float:
+        c = poses[..., sl].reshape(poses.shape[:-1] + (db.num_joints, 2, 3))
+        gram = np.einsum("...ik,...jk->...ij", c, c)
+        return float(np.abs(gram - np.eye(2)).max())
+
+    poses = {}
+    for name, ck in (("unit", unit), ("raw", path)):
+        ctl = RetrievalController(ck, db)
+        assert ctl.unit == (name == "unit")
+        poses[name] = np.stack([ctl.step(np.zeros(12, np.float32)) for _ in range(120)])
+    assert off_unit(poses["unit"]) < 1e-5
+    assert off_unit(poses["raw"]) > 1e-3    # the tiny model's raw 6D are not unit: the flag is what made them so
+    retriever = Retriever.for_checkpoint(db, Normaliser.from_json(m["normalisation"]["pose"]), m)
+    starts = np.array([0, 40])
+    with torch.no_grad():
+        r = rollout(model, retriever, db, starts, 8, 60, rigid=True, unit=True)
+    assert off_unit(retriever.norm.denormalise(r.pose.numpy()).astype(np.float64)) < 1e-4
+
+
 def test_a_diverging_run_stops_with_the_step_and_what_to_change(tmp_path):
     """A learning rate of 1e6 blows the tiny model up within a few steps: training stops
     with an error naming the step, the stage and the settings to change, not with a search

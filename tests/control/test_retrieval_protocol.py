@@ -128,6 +128,37 @@ def test_rigid_pose_keeps_rest_bone_lengths(games105_db):
     t.sum().backward()   # differentiable: trainable through the projection
 
 
+def test_rigid_pose_unit_gives_back_the_data_form_of_a_drifted_6d(games105_db):
+    """With ``unit`` a 6D whose columns were scaled and skewed (what a fed-back network's
+    raw output drifts into, invisible to the decoder) becomes the data's unit, orthogonal
+    columns again: the database's rows are kept, the drifted rows come back to them (and
+    draw the same joints); without ``unit`` the drift stays. NumPy and torch, differentiable."""
+    import torch
+
+    from kinema.control.retrieval.metrics import pose_slice
+    from kinema.control.retrieval.pose import rigid_pose
+
+    db = games105_db
+    sl = pose_slice(db, "joint_rotations_6d")
+    poses = db.pose[::7]
+    np.testing.assert_allclose(rigid_pose(db, poses, unit=True), poses, atol=2e-6)
+    rng = np.random.default_rng(0)
+    six = poses[:, sl].reshape(len(poses), db.num_joints, 2, 3)
+    drifted = poses.copy()
+    scaled = six * rng.uniform(0.3, 3.0, six.shape[:3] + (1,))
+    scaled[:, :, 1] += rng.uniform(-2.0, 2.0, six.shape[:2] + (1,)) * six[:, :, 0]   # second column skewed along the first
+    drifted[:, sl] = scaled.reshape(len(poses), -1)
+    assert np.abs(rigid_pose(db, drifted)[:, sl] - poses[:, sl]).max() > 0.5
+    fixed = rigid_pose(db, drifted, unit=True)
+    np.testing.assert_allclose(fixed[:, sl], poses[:, sl], atol=1e-5)
+    np.testing.assert_allclose(joint_positions(db, fixed), joint_positions(db, poses), atol=1e-5)
+    t = torch.as_tensor(drifted, dtype=torch.float64).requires_grad_()
+    out = rigid_pose(db, t, unit=True)
+    np.testing.assert_allclose(out.detach().numpy(), fixed, atol=1e-5)
+    out.sum().backward()
+    assert torch.isfinite(t.grad).all()
+
+
 def test_rigid_pose_keeps_a_sunk_pose_above_the_ground(games105_db):
     """A pose whose hips drifted 1 m down (legs through the floor, the crowd's sinking
     character) is lifted until its lowest body joint touches the ground, every body joint
@@ -189,15 +220,17 @@ def sample_controller():
 
 
 def test_scenarios_measure_what_a_user_sees(sample_controller):
-    """The scripted sticks through the runtime: with rigid poses every bone keeps its rest
-    length on every drawn frame; drawing the network's raw positions lets them drift (the
+    """The scripted sticks through the runtime (``long_idle`` five times as long as the
+    others): with rigid poses every bone keeps its rest length on every drawn frame;
+    drawing the network's raw positions lets them drift (the
     tear the metric exists to catch); standing still travels far less than walking."""
     from kinema.control.retrieval.controller import RetrievalController
     from kinema.control.retrieval.scenarios import run_scenarios
 
     path, db = sample_controller
-    rigid = run_scenarios(RetrievalController(path, db), ["idle", "stop_start"], frames=480)
+    rigid = run_scenarios(RetrievalController(path, db), ["idle", "stop_start", "long_idle"], frames=480)
     raw = run_scenarios(RetrievalController(path, db, rigid=False), ["stop_start"], frames=480)
+    assert rigid["idle"]["frames"] == 480 and rigid["long_idle"]["frames"] == 5 * 480   # the released stick, 5x as long
     for sc in rigid.values():
         assert sc["finite"] and sc["head_above_hips"] and sc["bone_length_drift_mm"] <= 1.0
     assert raw["stop_start"]["bone_length_drift_mm"] > 10.0

@@ -29,12 +29,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "report whether they stay finite and bounded")
     parser.add_argument("--scenarios", nargs="*", metavar="NAME",
                         help="also drive the runtime controller with scripted sticks, 60 s each (default all: "
-                             "idle stop_start turns circle walk_run run_release): finite, bone-length drift, head above "
+                             "idle stop_start turns circle walk_run run_release, and long_idle: the stick released "
+                             "for 5 min): finite, bone-length drift, head above "
                              "hips, root error, foot skating, stride ratio, both feet down when let go; and a crowd of 64 "
                              "on wandering sticks for 10 s "
                              "(who lies down); every search only among the rows that stay on their feet, as in the demos")
     parser.add_argument("--scenario-frames", type=int, default=3600, metavar="FRAMES",
-                        help="frames per scenario at 60 Hz (default 3600 = 60 s)")
+                        help="frames per scenario at 60 Hz (default 3600 = 60 s; long_idle five times as many)")
     parser.add_argument("--raw-positions", action="store_true",
                         help="score the networks' predicted joint positions as they are, instead of rebuilding "
                              "them from the predicted rotations as the runtime draws them")

@@ -59,6 +59,14 @@ def trained_planted(meta: dict) -> bool:
     return bool(meta.get("config", {}).get("train", {}).get("planted", False))
 
 
+def trained_unit_6d(meta: dict) -> bool:
+    """Whether a checkpoint was trained with its predicted 6D rotations made unit columns
+    before they were fed back (its config's ``train.unit_6d``,
+    :func:`kinema.control.retrieval.pose.rigid_pose`): how its runtime and its evaluation
+    feed its poses back (a network trained on its raw 6D expects them raw)."""
+    return bool(meta.get("config", {}).get("train", {}).get("unit_6d", False))
+
+
 class RetrievalCrowd:
     """Drive B characters with one retrieval checkpoint (see the module docstring).
 
@@ -71,7 +79,8 @@ class RetrievalCrowd:
         rigid: rebuild the joint positions of every predicted pose from its rotations
             (:func:`kinema.control.retrieval.pose.rigid_pose`): no drawn pose can stretch a
             bone or sink below the lowest any pose of the database reaches (False: draw the
-            network's positions as predicted).
+            network's positions as predicted); for a checkpoint trained with ``train.unit_6d``
+            its 6D rotations are also fed back as unit columns, as in its training.
         phase: (B,) search offsets in frames (None: 0 for all; see the module docstring).
         planted: move each root so that its toes on the floor stay put (planted-foot root
             motion, :func:`kinema.control.planted.planted_root`, floor height
@@ -110,6 +119,7 @@ class RetrievalCrowd:
             raise KinemaError(f"unknown controller mode {mode!r}; choose from {MODES}")
         self.mode = mode
         self.rigid = rigid
+        self.unit = trained_unit_6d(meta)
         self.planted = floor_height(db) if (trained_planted(meta) if planted is None else planted) else None
         self.control = control
         self.reset(start_row, phase=phase)
@@ -179,7 +189,7 @@ class RetrievalCrowd:
             o = bout if (self.mode == "no_retrieval" and self.base is not None) else out
             new = self.norm.denormalise(o["pose"].numpy())
             if self.rigid:
-                new = rigid_pose(self.db, new, self.retriever.ground)
+                new = rigid_pose(self.db, new, self.retriever.ground, self.unit)
             self.contacts = (torch.sigmoid(o["contact_logits"]).numpy() > 0.5).astype(np.float32)
         bad = ~np.isfinite(new).all(-1)
         if bad.any():

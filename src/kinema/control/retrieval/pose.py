@@ -19,6 +19,16 @@ rest length, pass through the ground (the LaFAN1 crowd had one character's feet 
 under it within 10 s). With ``ground`` (:func:`ground_height`: the lowest a toe reaches in
 the database's rows) :func:`rigid_pose` lifts every pose whose lowest body joint lies below
 it by the difference: no foot of a predicted pose goes lower than the data's feet do.
+
+A 6D rotation decodes the same whatever the scale of its first column and the part of its
+second along the first (:mod:`kinema.maths.sixd`), so nothing ties the raw 6D a network
+predicts to the unit, orthogonal columns of the data's rows. A model that predicts each
+pose as a change of the last (``model.kinematic``) and is fed its own output back lets that
+unseen part drift: the session-20 LaFAN1 network's 6D columns grew linearly while it stood,
+its inputs 250 standard deviations outside the data after two minutes, and after about
+100 s it lifted off (`benchmarks/diagnose_long_idle.py`). With ``unit`` :func:`rigid_pose`
+also replaces every 6D by that of the rotation it encodes (Gram-Schmidt), so the pose fed
+back is, like every row of the data, a rotation and its positions.
 """
 from __future__ import annotations
 
@@ -29,7 +39,7 @@ import torch
 
 from kinema.control.retrieval.metrics import pose_slice
 from kinema.matching.database import Database
-from kinema.maths import quat
+from kinema.maths import quat, sixd
 from kinema.maths.backend import Array, cat, is_torch
 from kinema.motion.kinematics import positions_from_rotations
 from kinema.motion.skeleton import Skeleton
@@ -76,21 +86,24 @@ def ground_height(db: Database) -> float:
     return float(y.min())
 
 
-def rigid_pose(db: Database, poses: Array, ground: float | None = None) -> Array:
+def rigid_pose(db: Database, poses: Array, ground: float | None = None, unit: bool = False) -> Array:
     """Raw pose vectors (..., P) of ``db``'s layout with the joint positions replaced by
     forward kinematics of their own 6D rotations over ``db``'s rest offsets, the hips (and
-    roots) kept where the pose puts them. Rotations, velocities and root motion unchanged.
+    roots) kept where the pose puts them. Velocities and root motion unchanged.
 
     ``ground`` (m, :func:`ground_height` of ``db``): a pose whose lowest body joint lies
     below it is lifted (every body joint, by the same height) until it touches it; None
-    leaves the heights as predicted."""
+    leaves the heights as predicted. ``unit``: the 6D rotations (..., J, 6) are replaced by
+    their Gram-Schmidt frames' two columns (the rotation each encodes, in the data's form);
+    False keeps them as predicted."""
     lay = {name: (a, b) for name, a, b in db.pose_layout}
     j = db.num_joints
     pa, pb = lay["joint_positions"]
     ra, rb = lay["joint_rotations_6d"]
     lead = tuple(poses.shape[:-1])
     pos = poses[..., pa:pb].reshape(lead + (j, 3))
-    rot = quat.from_6d(poses[..., ra:rb].reshape(lead + (j, 6)))
+    six = poses[..., ra:rb].reshape(lead + (j, 6))
+    rot = quat.from_6d(six)
     if not is_torch(poses):
         rot = rot.astype(np.float64)
         pos = pos.astype(np.float64)
@@ -118,11 +131,14 @@ def rigid_pose(db: Database, poses: Array, ground: float | None = None) -> Array
         fk = fk + lift[..., None, None] * up
     if not is_torch(poses):
         fk = fk.astype(poses.dtype)
-    return cat([poses[..., :pa], fk.reshape(lead + (3 * j,)), poses[..., pb:]], axis=-1)
+    # pose_layout puts the positions before the rotations
+    six = sixd.from_matrix(sixd.to_matrix(six)).reshape(lead + (6 * j,)) if unit else poses[..., ra:rb]
+    parts = [poses[..., :pa], fk.reshape(lead + (3 * j,)), poses[..., pb:ra], six, poses[..., rb:]]
+    return cat(parts, axis=-1)
 
 
 def rigid_pose_normalised(db: Database, poses_n: torch.Tensor, mean: torch.Tensor, std: torch.Tensor,
-                          ground: float | None = None) -> torch.Tensor:
+                          ground: float | None = None, unit: bool = False) -> torch.Tensor:
     """:func:`rigid_pose` of normalised pose vectors (..., P) (``(raw - mean) / std``),
     returned normalised: the model-space form training and rollouts use (differentiable)."""
-    return (rigid_pose(db, poses_n * std + mean, ground) - mean) / std
+    return (rigid_pose(db, poses_n * std + mean, ground, unit) - mean) / std

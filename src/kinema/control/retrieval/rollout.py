@@ -229,7 +229,8 @@ def teacher_forced_candidates(retriever: Retriever, source: Database, rows: np.n
 def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray | None, context: int, horizon: int, *,
             retrieval: bool = True, exclude: np.ndarray | None = None, rng: np.random.Generator | None = None,
             student: float = 1.0, dropout: tuple[float, ...] = (0.0, 0.0, 0.0), detach_every: int | None = None,
-            rigid: bool = False, ground: bool = True, planted: float | None = None, carry: Carry | None = None,
+            rigid: bool = False, ground: bool = True, unit: bool = False, planted: float | None = None,
+            carry: Carry | None = None,
             steer: StickSteer | None = None) -> Rollout:
     """Roll ``model`` out from rows ``starts`` (B,) (see the module docstring): ``horizon``
     predicted frames, rows ``starts + context .. starts + context + horizon - 1``, which must
@@ -242,7 +243,8 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray | 
     and scheduled sampling; None is deterministic. ``rigid``: every predicted pose has its
     joint positions rebuilt from its rotations and, with ``ground``, lifted above the
     ``retriever``'s ground (:func:`kinema.control.retrieval.pose.rigid_pose`, differentiable)
-    before it is scored and fed back, as the runtime controller does.
+    before it is scored and fed back, as the runtime controller does; with ``unit`` its 6D
+    rotations are also made the unit columns of the rotations they encode.
     ``planted``: toe floor height (m) of the planted-foot root correction (:class:`RootMover`).
 
     ``carry`` (the :attr:`Rollout.carry` of an earlier rollout) continues that rollout
@@ -267,7 +269,7 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray | 
     mean, std = t_(norm.mean), t_(norm.std)
 
     def project(x: torch.Tensor) -> torch.Tensor:
-        return rigid_pose_normalised(source, x, mean, std, retriever.ground if ground else None) if rigid else x
+        return rigid_pose_normalised(source, x, mean, std, retriever.ground if ground else None, unit) if rigid else x
     # normalised target poses of rows (the retriever's cached array when rolling out on its database)
     poses_n = retriever.poses_n if source is retriever.db else None
 

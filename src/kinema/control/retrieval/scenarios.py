@@ -1,7 +1,8 @@
 """Scripted sticks as a user plays them, run through the runtime as the locomotion demo runs
 it, and what a user would see go wrong (NOTES.md 3.5).
 
-Each scenario is a stick function of time (60 s at 60 Hz by default). Every frame, as in
+Each scenario is a stick function of time (60 s at 60 Hz by default; ``long_idle``, the
+released stick of ``idle`` for five times as long, 5 min). Every frame, as in
 ``kinema demo locomotion``: the controller's runtime frame from the stick
 (:meth:`RetrievalController.drive`: the trajectory springs, their prediction relative to
 the character's root as the joystick, the network step, the root pulled toward the
@@ -74,7 +75,10 @@ def _run_release(t: float) -> tuple[np.ndarray, bool]:
 
 
 SCENARIOS: dict[str, Stick] = {"idle": _idle, "stop_start": _stop_start, "turns": _turns, "circle": _circle,
-                               "walk_run": _walk_run, "run_release": _run_release}
+                               "walk_run": _walk_run, "run_release": _run_release, "long_idle": _idle}
+# scenarios that run this many times the others' frames: a user who leaves the stick released
+# for minutes (the session-20 LaFAN1 network stood for 90 s, then lifted off)
+LENGTH_FACTOR = {"long_idle": 5}
 
 
 def bone_lengths(positions: np.ndarray, parents: np.ndarray) -> np.ndarray:
@@ -231,13 +235,14 @@ def run_scenario(ctl, stick: Stick, frames: int = 3600, fps: float = 60.0, foot_
 
 def run_scenarios(ctl, names=None, frames: int = 3600, foot_lock: bool = True) -> dict[str, dict]:
     """:func:`run_scenario` for each of ``names`` (default all :data:`SCENARIOS`), each from
-    the controller's start (``ctl.reset()``)."""
+    the controller's start (``ctl.reset()``), for ``frames`` frames (times
+    :data:`LENGTH_FACTOR` for the long ones: ``long_idle`` 5 min by default)."""
     out = {}
     for name in names or SCENARIOS:
         if name not in SCENARIOS:
             raise KinemaError(f"unknown scenario {name!r}; choose from {sorted(SCENARIOS)}")
         ctl.reset(0)
-        out[name] = run_scenario(ctl, SCENARIOS[name], frames, foot_lock=foot_lock)
+        out[name] = run_scenario(ctl, SCENARIOS[name], frames * LENGTH_FACTOR.get(name, 1), foot_lock=foot_lock)
     return out
 
 

@@ -151,6 +151,7 @@ class TrainSettings:
     device: str = "cpu"
     rigid: bool = False
     ground: bool = False      # with rigid: training's poses are also lifted above the data's lowest toe, as the runtime draws them
+    unit_6d: bool = False     # with rigid: every predicted 6D is made the unit columns of its rotation before it is scored and fed back
     skate_weight: float = 0.0
     skate_on: str = "truth"   # "truth": the target's contact labels; "own": the predicted toes on the floor
     energy_weight: float = 0.0
@@ -432,7 +433,7 @@ def teacher_forced_loss(model, sampler: WindowSampler, s: TrainSettings, rng: np
     if s.rigid:   # score the pose the runtime draws: positions rebuilt from the rotations
         norm = sampler.r.norm
         pred = rigid_pose_normalised(sampler.db, pred, t_(norm.mean), t_(norm.std),
-                                     sampler.r.ground if s.ground else None)
+                                     sampler.r.ground if s.ground else None, s.unit_6d)
     return pose_loss(pred, t_(b.target), out["contact_logits"], t_(b.contacts),
                      s.contact_weight, pose_slice(sampler.db, "joint_positions"), s.position_weight)
 
@@ -691,8 +692,8 @@ def rollout_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSetting
     else:
         starts = ex = None
     r = rollout(model, retriever, db, starts, s.context, horizon, exclude=ex, rng=rng, student=student,
-                dropout=(s.drop_all, s.drop_each, s.drop_sequence), detach_every=detach_every, rigid=s.rigid, ground=s.ground,
-                planted=floor if s.planted else None, carry=carry)
+                dropout=(s.drop_all, s.drop_each, s.drop_sequence), detach_every=detach_every, rigid=s.rigid,
+                ground=s.ground, unit=s.unit_6d, planted=floor if s.planted else None, carry=carry)
     loss = pose_loss(r.pose, r.target, r.contact_logits, r.target_contacts, s.contact_weight,
                      pose_slice(db, "joint_positions"), s.position_weight)
     if carry is not None:
@@ -861,7 +862,7 @@ def stick_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings,
         steer = carry.steer
     r = rollout(model, retriever, db, starts, s.context, s.free_horizon, exclude=ex, rng=rng,
                 dropout=(s.drop_all, s.drop_each, s.drop_sequence), detach_every=s.detach_every, rigid=s.rigid,
-                ground=s.ground, planted=floor if s.planted else None, carry=carry, steer=steer)
+                ground=s.ground, unit=s.unit_6d, planted=floor if s.planted else None, carry=carry, steer=steer)
     return stick_objective(stick_terms(db, _raw(retriever, r.pose), r, steer, targets, floor),
                            stick_weights(s)), r.carry
 
@@ -956,7 +957,7 @@ def validate(model, retriever: Retriever, val: Database, s: TrainSettings, floor
         # loss is formed): that validation scores infinity, is never selected, and training goes on.
         try:
             r = rollout(model, retriever, val, starts, s.context, s.val_horizon, retrieval=use, rigid=s.rigid,
-                        ground=s.ground, planted=floor if s.planted else None)
+                        ground=s.ground, unit=s.unit_6d, planted=floor if s.planted else None)
             out[f"fr_{name}"] = float(F.mse_loss(r.pose, r.target))
             for term, value in motion_terms(val, retriever, r, s, floor).items():
                 out[f"{term}_{name}"] = float(value)
@@ -992,7 +993,7 @@ def _validate_sticks(model, retriever: Retriever, val: Database, s: TrainSetting
     steer = StickSteer.random(len(starts), np.random.default_rng(0), val.fps, idle_share=s.stick_idle,
                               release_share=s.stick_release)
     r = rollout(model, retriever, val, starts, s.context, s.val_horizon, retrieval=use, rigid=s.rigid, ground=s.ground,
-                planted=floor if s.planted else None, steer=steer)
+                unit=s.unit_6d, planted=floor if s.planted else None, steer=steer)
     return stick_objective(stick_terms(val, _raw(retriever, r.pose), r, steer, targets, floor), stick_weights(s))
 
 
