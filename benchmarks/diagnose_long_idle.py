@@ -8,7 +8,9 @@ search among the rows that stay on their feet, the planted-foot rule as the chec
 trained) for ``--seconds`` and prints per ``--every`` seconds: the share of frames the stick
 has asked to stand for a second, the hips' height as a share of the data's standing height,
 the highest joint (m), and each toe's mean and highest height above the skating metric's
-floor (m). A character that stands reads hips near 1 and toes near 0 to the end.
+floor (m), and how far the 6D rotations it feeds back have drifted from unit, orthogonal
+columns (the largest deviation of their 2x2 Gram matrix from the identity; every row of the
+data reads 0). A character that stands reads hips near 1 and toes near 0 to the end.
 
     .venv/bin/python benchmarks/diagnose_long_idle.py models/retrieval_lafan1.safetensors [--scenario idle] [--seconds 300] [--every 10]
 """
@@ -16,17 +18,19 @@ from __future__ import annotations
 
 import argparse
 
+import numpy as np
+
 from kinema.control.retrieval.controller import RetrievalController, trained_planted
 from kinema.control.retrieval.evaluate import open_database
-from kinema.control.retrieval.metrics import floor_height
+from kinema.control.retrieval.metrics import floor_height, pose_slice
 from kinema.control.retrieval.scenarios import SCENARIOS, run_scenario, settled_frames, standing_hips
 from kinema.matching.database import upright_mask
 from kinema.nn.checkpoint import load_checkpoint
 
 
 def long_run(checkpoint: str, scenario: str, seconds: float, every: float) -> list[dict]:
-    """Rows ``{"t", "settled", "hips", "top_m", "toes_m", "toes_max_m"}`` per ``every``
-    seconds of ``seconds`` of ``scenario`` driven through the runtime controller."""
+    """Rows ``{"t", "settled", "hips", "top_m", "toes_m", "toes_max_m", "off_unit"}`` per
+    ``every`` seconds of ``seconds`` of ``scenario`` driven through the runtime controller."""
     _, meta = load_checkpoint(checkpoint)
     db = open_database(None, meta)
     ctl = RetrievalController(checkpoint, db, rigid=True, planted=trained_planted(meta), search_mask=upright_mask(db))
@@ -39,10 +43,14 @@ def long_run(checkpoint: str, scenario: str, seconds: float, every: float) -> li
     toes = drawn[:, [db.roles["left_toe"], db.roles["right_toe"]], 1] - floor_height(db)   # (F, 2)
     top = drawn[:, :, 1].max(-1)
     settled = settled_frames(traces["path"], db.fps)
+    six = traces["poses"][:, pose_slice(db, "joint_rotations_6d")].reshape(frames, db.num_joints, 2, 3)
+    gram = np.einsum("fjik,fjlk->fjil", six, six)
+    off_unit = np.abs(gram - np.eye(2)).max((1, 2, 3))                                 # (F,)
     step = int(round(every * db.fps))
     return [{"t": s / db.fps, "settled": float(settled[s:s + step].mean()), "hips": float(hips[s:s + step].mean()),
              "top_m": float(top[s:s + step].mean()), "toes_m": toes[s:s + step].mean(0).round(2).tolist(),
-             "toes_max_m": toes[s:s + step].max(0).round(2).tolist()} for s in range(0, frames, step)]
+             "toes_max_m": toes[s:s + step].max(0).round(2).tolist(), "off_unit": float(off_unit[s:s + step].max())}
+            for s in range(0, frames, step)]
 
 
 def main() -> None:
@@ -53,12 +61,13 @@ def main() -> None:
     ap.add_argument("--every", type=float, default=10.0)
     args = ap.parse_args()
     print(f"{args.checkpoint}, {args.scenario} for {args.seconds:g} s: settled share, hips / standing height, "
-          "highest joint (m), toes mean and max above the floor (m, left / right)\n")
-    print("| from s | settled | hips | highest joint m | toes mean m | toes max m |")
-    print("|---|---|---|---|---|---|")
+          "highest joint (m), toes mean and max above the floor (m, left / right), fed-back 6D off unit\n")
+    print("| from s | settled | hips | highest joint m | toes mean m | toes max m | 6D off unit |")
+    print("|---|---|---|---|---|---|---|")
     for r in long_run(args.checkpoint, args.scenario, args.seconds, args.every):
         print(f"| {r['t']:.0f} | {r['settled']:.2f} | {r['hips']:.2f} | {r['top_m']:.2f} | "
-              f"{r['toes_m'][0]:+.2f} / {r['toes_m'][1]:+.2f} | {r['toes_max_m'][0]:+.2f} / {r['toes_max_m'][1]:+.2f} |")
+              f"{r['toes_m'][0]:+.2f} / {r['toes_m'][1]:+.2f} | {r['toes_max_m'][0]:+.2f} / {r['toes_max_m'][1]:+.2f} | "
+              f"{r['off_unit']:.3g} |")
 
 
 if __name__ == "__main__":

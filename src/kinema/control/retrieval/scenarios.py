@@ -196,7 +196,7 @@ def run_scenario(ctl, stick: Stick, frames: int = 3600, fps: float = 60.0, foot_
     reset to its start) with ``stick`` for ``frames`` frames (see the module docstring).
     ``traces``, when given, receives the per-frame arrays the figures come from: ``drawn``
     (F, J, 3) world joints, ``local_toes`` (F, 2, 3) character-space toes, ``roots`` and
-    ``path`` (F, 3)."""
+    ``path`` (F, 3), ``poses`` (F, P) the raw pose vectors the controller feeds back."""
     db = ctl.db
     dt = 1.0 / fps
     roles = db.roles
@@ -206,6 +206,7 @@ def run_scenario(ctl, stick: Stick, frames: int = 3600, fps: float = 60.0, foot_
     local_toes = np.empty((frames, 2, 3))
     roots = np.empty((frames, 3))
     path = np.empty((frames, 3))
+    poses = np.empty((frames, len(ctl.pose)), np.float32)
     finite = True
     for f in range(frames):
         s, walk = stick(f * dt)
@@ -215,9 +216,10 @@ def run_scenario(ctl, stick: Stick, frames: int = 3600, fps: float = 60.0, foot_
             rot, pos = lock.apply(rot.astype(np.float64), pos.astype(np.float64), ctl.contacts, dt)
         finite &= bool(np.isfinite(pos).all() and np.isfinite(rot).all())
         drawn[f], roots[f], path[f] = pos, ctl.root[0], sim.position
-        local_toes[f] = joint_positions(db, ctl.pose)[toes]
+        poses[f] = ctl.pose
+        local_toes[f] = joint_positions(db, poses[f])[toes]
     if traces is not None:
-        traces.update(drawn=drawn, local_toes=local_toes, roots=roots, path=path)
+        traces.update(drawn=drawn, local_toes=local_toes, roots=roots, path=path, poses=poses)
     rest = np.linalg.norm(db.offsets, axis=-1)
     rigid = rigid_bones(db)
     drift = np.abs(bone_lengths(drawn, db.parents) - rest)[:, rigid]
