@@ -59,8 +59,9 @@ class LimitError(FormatError, CheckpointError):
 
 
 class NonFiniteError(KinemaError, ValueError):
-    """An array that must be finite holds NaN or infinity (e.g. the search queries of a
-    controller whose rollout diverged)."""
+    """An array that must be finite holds NaN or infinity (e.g. the search queries or the
+    output of a controller whose rollout diverged: a program may restart that controller
+    where it stands instead of stopping)."""
 
 
 class SkeletonError(KinemaError, ValueError):

@@ -120,3 +120,29 @@ def test_cli_flag_and_metrics(runs, cache, tmp_path):
         assert (m["foot_lock"] is None) == bool(flag)
         assert m["controllers"]["matching"]["foot_lock"] == (not flag)
         assert m["foot_lock"] is None or m["foot_lock"]["unlock_radius_m"] > 0
+
+
+def test_a_diverged_network_is_restarted_where_it_stands(controller):
+    """A network whose fed-back pose blows up (the no-retrieval twin, left idle for two
+    minutes, did in the demo) raises NonFiniteError from the controller; the demo restarts it
+    where it stood from the database's first pose, says so, counts it in the metrics and goes
+    on drawing finite poses instead of ending."""
+    from kinema.errors import NonFiniteError
+
+    ctl = controller
+    ctl.set_mode("no_retrieval")
+    program = loco.Locomotion(ctl, script=loco.scripted_stick)
+    program.reset()
+    for _ in range(30):
+        program.step(loco.scripted_stick(program.t), 1 / 60, True)
+    where = ctl.root[0].copy()
+    ctl.crowd.poses[:] = np.inf         # the fed-back pose of a network that blew up
+    with pytest.raises(NonFiniteError):
+        ctl.step(np.zeros(12, np.float32))
+    ctl.crowd.poses[:] = np.inf
+    for _ in range(30):
+        program.step(loco.scripted_stick(program.t), 1 / 60, True)
+    m = program.metrics(floor=0.03)
+    assert m["restarts"] == [{"frame": 30, "mode": "no_retrieval"}]
+    assert m["finite"] and m["frames"] == 60
+    assert np.linalg.norm((ctl.root[0] - where)[[0, 2]]) < 0.5     # restarted where it stood, not at the origin

@@ -62,7 +62,7 @@ from kinema.control.styles import FPS as STYLE_FPS
 from kinema.data import shared_path
 from kinema.demos._skin import database_skin, frame_record, style_skin
 from kinema.engine import stick
-from kinema.errors import KinemaError
+from kinema.errors import KinemaError, NonFiniteError
 from kinema.maths import angles
 
 DESCRIPTION = "biped locomotion with the retrieval-augmented Mamba controller (switch to no-retrieval / motion matching)"
@@ -203,6 +203,7 @@ class Locomotion:
         self.log: list[tuple] = []
         self.lock = FootLock.for_roles(controller.db.parents, controller.db.roles) if foot_lock else None
         self.shown: tuple[np.ndarray, np.ndarray] | None = None   # world (rotations, positions) drawn
+        self.restarts: list[tuple[int, str]] = []   # (frame, mode) where a diverged network was restarted
 
     @property
     def mode(self) -> str:
@@ -241,6 +242,7 @@ class Locomotion:
         self.t = 0.0
         self.frame = 0
         self.log = []
+        self.restarts = []
         self.shown = None
         if self.lock is not None:
             self.lock.reset()
@@ -271,6 +273,18 @@ class Locomotion:
         switches and start anew with the controller's reset)."""
         return self.ctl.trajectory
 
+    def restart(self, err: NonFiniteError, s: np.ndarray, dt: float, walk: bool):
+        """Start a network whose pose went non-finite again where it stands (the database's
+        first pose, the springs at rest there) instead of ending the program, say so, and
+        count it in ``restarts`` (the metrics' ``restarts``); returns this frame's simulation."""
+        pos, direction = self.ctl.root
+        self.ctl.reset(0, pos, direction)
+        if self.lock is not None:
+            self.lock.reset()
+        self.restarts.append((self.frame, self.ctl.mode))
+        print(f"demo locomotion: {err}; restarted it where it stood")
+        return self.ctl.drive(s, dt, walk=walk, adjust=self.adjust)
+
     def step(self, s: np.ndarray, dt: float, walk: bool) -> None:
         t0 = time.perf_counter()
         if self.styling:
@@ -285,7 +299,10 @@ class Locomotion:
             joints = self.styles.joint_positions().copy()
             lock_cost = 0.0
         else:
-            sim = self.ctl.drive(s, dt, walk=walk, adjust=self.adjust)
+            try:
+                sim = self.ctl.drive(s, dt, walk=walk, adjust=self.adjust)
+            except NonFiniteError as err:
+                sim = self.restart(err, s, dt, walk)
             cost = time.perf_counter() - t0
             root_pos, root_dir = self.ctl.root
             t0 = time.perf_counter()
@@ -377,6 +394,7 @@ class Locomotion:
         heading = np.degrees(np.arccos(np.clip((rd * sd).sum(1), -1, 1)))
         travelled = np.linalg.norm(np.diff(rp[:, [0, 2]], axis=0), axis=1).sum()
         out = {"frames": len(self.log), "finite": bool(np.isfinite(joints).all()),
+               "restarts": [{"frame": f, "mode": m} for f, m in self.restarts],
                "heading_error_deg": float(heading.mean()), "distance_travelled_m": float(travelled),
                "ms_per_frame": 1e3 * float(np.mean([r[5] for r in self.log]))}
         if not self.styling:
@@ -557,5 +575,7 @@ def report(m: dict) -> str:
         lines.append(f"{mode}: trajectory error {r['trajectory_error_m']:.3f} m (max {r['trajectory_error_max_m']:.3f}), "
                      f"heading {r['heading_error_deg']:.1f} deg, skate {r['foot_skate_cm_s']:.1f} cm/s "
                      f"(in contact {r['foot_skate_in_contact_cm_s']:.1f}), {r['ms_per_frame']:.2f} ms/frame, "
-                     f"foot lock {'on' if r['foot_lock'] else 'off'} ({r['foot_lock_ms_per_frame']:.2f} ms/frame)")
+                     f"foot lock {'on' if r['foot_lock'] else 'off'} ({r['foot_lock_ms_per_frame']:.2f} ms/frame)"
+                     + (f", restarted after a non-finite pose at frames {[x['frame'] for x in r['restarts']]}"
+                        if r.get("restarts") else ""))
     return "\n  ".join(["", *lines]) if lines else ""

@@ -40,7 +40,7 @@ from kinema.control.retrieval.pose import rigid_pose
 from kinema.control.retrieval.rollout import CandidateStream, RootMover, query
 from kinema.control.retrieval.sequences import Retriever
 from kinema.control.trajectory import ControlConfig, Simulation, TrajectoryController
-from kinema.errors import KinemaError
+from kinema.errors import KinemaError, NonFiniteError
 from kinema.features.normalisation import Normaliser
 from kinema.features.root import yaw_rotate
 from kinema.matching.database import Database, pose_to_world
@@ -71,7 +71,7 @@ class RetrievalCrowd:
     """Drive B characters with one retrieval checkpoint (see the module docstring).
 
     Args:
-        checkpoint: path of a RetrievalMamba checkpoint trained with retrieval.
+        checkpoint: path of a RetrievalMamba checkpoint (one trained without retrieval runs without candidates).
         db: its database (fingerprint checked).
         batch: number of characters B.
         baseline: optional checkpoint trained without retrieval (same database).
@@ -168,8 +168,9 @@ class RetrievalCrowd:
         _, cand = self.stream(self.frame, self.poses, ctrl)
         # the state is the crowd's own (reset makes a fresh one): overwritten in place, no
         # (B, Di, N) allocation per frame
-        out, self.state = self.model.step(self.state, c, pose_n, torch.as_tensor(cand) if self.mode == "retrieval"
-                                          else None, inplace=True)
+        # a checkpoint trained without retrieval (a twin driven on its own) reads no candidates
+        reads = self.mode == "retrieval" and self.model.use_retrieval
+        out, self.state = self.model.step(self.state, c, pose_n, torch.as_tensor(cand) if reads else None, inplace=True)
         if self.base is not None:
             bout, self.base_state = self.base.step(self.base_state, c, pose_n, inplace=True)
         if self.mode == "matching":
@@ -193,7 +194,7 @@ class RetrievalCrowd:
             self.contacts = (torch.sigmoid(o["contact_logits"]).numpy() > 0.5).astype(np.float32)
         bad = ~np.isfinite(new).all(-1)
         if bad.any():
-            raise KinemaError(f"the {self.mode} controller produced a non-finite pose at frame {self.frame} "
+            raise NonFiniteError(f"the {self.mode} controller produced a non-finite pose at frame {self.frame} "
                               f"(characters {np.flatnonzero(bad).tolist()[:8]})")
         self.poses = new
         self.root_pos, self.root_dir = self.mover(self.root_pos, self.root_dir, new)
