@@ -195,7 +195,7 @@ class RetrievalCrowd:
         bad = ~np.isfinite(new).all(-1)
         if bad.any():
             raise NonFiniteError(f"the {self.mode} controller produced a non-finite pose at frame {self.frame} "
-                              f"(characters {np.flatnonzero(bad).tolist()[:8]})")
+                                 f"(characters {np.flatnonzero(bad).tolist()[:8]})")
         self.poses = new
         self.root_pos, self.root_dir = self.mover(self.root_pos, self.root_dir, new)
         self.frame += 1

@@ -102,8 +102,8 @@ def rigid_pose(db: Database, poses: Array, ground: float | None = None, unit: bo
     ra, rb = lay["joint_rotations_6d"]
     lead = tuple(poses.shape[:-1])
     pos = poses[..., pa:pb].reshape(lead + (j, 3))
-    six = poses[..., ra:rb].reshape(lead + (j, 6))
-    rot = quat.from_6d(six)
+    frames = sixd.to_matrix(poses[..., ra:rb].reshape(lead + (j, 6)))   # Gram-Schmidt, once for both uses
+    rot = quat.from_matrix(frames)
     if not is_torch(poses):
         rot = rot.astype(np.float64)
         pos = pos.astype(np.float64)
@@ -132,7 +132,7 @@ def rigid_pose(db: Database, poses: Array, ground: float | None = None, unit: bo
     if not is_torch(poses):
         fk = fk.astype(poses.dtype)
     # pose_layout puts the positions before the rotations
-    six = sixd.from_matrix(sixd.to_matrix(six)).reshape(lead + (6 * j,)) if unit else poses[..., ra:rb]
+    six = sixd.from_matrix(frames).reshape(lead + (6 * j,)) if unit else poses[..., ra:rb]
     parts = [poses[..., :pa], fk.reshape(lead + (3 * j,)), poses[..., pb:ra], six, poses[..., rb:]]
     return cat(parts, axis=-1)
 
