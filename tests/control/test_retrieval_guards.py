@@ -258,6 +258,43 @@ def test_a_checkpoint_trained_with_unit_6d_is_fed_back_unit_rotations(trained, t
     assert off_unit(retriever.norm.denormalise(r.pose.numpy()).astype(np.float64)) < 1e-4
 
 
+def test_a_checkpoint_trained_with_rebuilt_velocities_is_fed_back_its_joints_motion(trained, tmp_path):
+    """A model trained with ``train.rebuilt_velocities`` has every drawn pose's joint
+    velocities rebuilt from its joints' motion since the pose before, by its runtime
+    controller and by the evaluation's rollouts; a model trained without it keeps the
+    velocities it predicts (which then differ from its motion)."""
+    from kinema.control.retrieval.controller import RetrievalController
+    from kinema.control.retrieval.metrics import pose_slice
+    from kinema.control.retrieval.pose import joint_steps
+    from kinema.control.retrieval.rollout import rollout
+    from kinema.nn.checkpoint import save_checkpoint
+
+    path, meta, db, _ = trained
+    model, m = load_checkpoint(path)
+    cfg = json.loads(json.dumps(m["config"]))
+    cfg["train"]["rebuilt_velocities"] = True
+    rebuilt = save_checkpoint(tmp_path / "rebuilt.safetensors", model, **{**m, "config": cfg})
+    sl = pose_slice(db, "joint_velocities")
+
+    def off_motion(poses: np.ndarray) -> float:
+        """Largest gap (m/s) between each pose's velocities and its joints' motion."""
+        motion = joint_steps(db, poses[:-1], poses[1:]) * db.fps
+        return float(np.abs(poses[1:, ..., sl] - motion.reshape(motion.shape[:-2] + (-1,))).max())
+
+    poses = {}
+    for name, ck in (("rebuilt", rebuilt), ("raw", path)):
+        ctl = RetrievalController(ck, db)
+        assert ctl.velocities == (name == "rebuilt")
+        poses[name] = np.stack([ctl.step(np.zeros(12, np.float32)) for _ in range(120)]).astype(np.float64)
+    assert off_motion(poses["rebuilt"]) < 1e-3
+    assert off_motion(poses["raw"]) > 0.05
+    retriever = Retriever.for_checkpoint(db, Normaliser.from_json(m["normalisation"]["pose"]), m)
+    with torch.no_grad():
+        r = rollout(model, retriever, db, np.array([0, 40]), 8, 60, rigid=True, velocities=True)
+    pred = retriever.norm.denormalise(r.pose.numpy()).astype(np.float64)
+    assert off_motion(np.swapaxes(pred, 0, 1)) < 1e-3
+
+
 def test_a_diverging_run_stops_with_the_step_and_what_to_change(tmp_path):
     """A learning rate of 1e6 blows the tiny model up within a few steps: training stops
     with an error naming the step, the stage and the settings to change, not with a search

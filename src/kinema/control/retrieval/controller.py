@@ -67,6 +67,14 @@ def trained_unit_6d(meta: dict) -> bool:
     return bool(meta.get("config", {}).get("train", {}).get("unit_6d", False))
 
 
+def trained_rebuilt_velocities(meta: dict) -> bool:
+    """Whether a checkpoint was trained with the joint velocities of every predicted pose
+    rebuilt from its joints' motion (its config's ``train.rebuilt_velocities``,
+    :func:`kinema.control.retrieval.pose.rigid_pose` with ``prev``): how its runtime and
+    its evaluation feed its poses back."""
+    return bool(meta.get("config", {}).get("train", {}).get("rebuilt_velocities", False))
+
+
 class RetrievalCrowd:
     """Drive B characters with one retrieval checkpoint (see the module docstring).
 
@@ -80,7 +88,9 @@ class RetrievalCrowd:
             (:func:`kinema.control.retrieval.pose.rigid_pose`): no drawn pose can stretch a
             bone or sink below the lowest any pose of the database reaches (False: draw the
             network's positions as predicted); for a checkpoint trained with ``train.unit_6d``
-            its 6D rotations are also fed back as unit columns, as in its training.
+            its 6D rotations are also fed back as unit columns, and for one trained with
+            ``train.rebuilt_velocities`` its joint velocities are rebuilt from the joints'
+            motion, as in its training.
         phase: (B,) search offsets in frames (None: 0 for all; see the module docstring).
         planted: move each root so that its toes on the floor stay put (planted-foot root
             motion, :func:`kinema.control.planted.planted_root`, floor height
@@ -120,6 +130,7 @@ class RetrievalCrowd:
         self.mode = mode
         self.rigid = rigid
         self.unit = trained_unit_6d(meta)
+        self.velocities = trained_rebuilt_velocities(meta)
         self.planted = floor_height(db) if (trained_planted(meta) if planted is None else planted) else None
         self.control = control
         self.reset(start_row, phase=phase)
@@ -190,7 +201,8 @@ class RetrievalCrowd:
             o = bout if (self.mode == "no_retrieval" and self.base is not None) else out
             new = self.norm.denormalise(o["pose"].numpy())
             if self.rigid:
-                new = rigid_pose(self.db, new, self.retriever.ground, self.unit)
+                new = rigid_pose(self.db, new, self.retriever.ground, self.unit,
+                                 self.poses if self.velocities else None)
             self.contacts = (torch.sigmoid(o["contact_logits"]).numpy() > 0.5).astype(np.float32)
         bad = ~np.isfinite(new).all(-1)
         if bad.any():

@@ -98,7 +98,7 @@ def horizon_table(with_m: dict, others: dict[str, dict], frames: int, seed: int 
 @torch.no_grad()
 def stability(model, retriever: Retriever, source: Database, db: Database, frames: int, context: int,
               exclude: np.ndarray | None, windows: int = 4, rigid: bool = False, planted: float | None = None,
-              unit: bool = False) -> dict:
+              unit: bool = False, velocities: bool = False) -> dict:
     """Long free-running rollouts (``frames`` frames, e.g. 1200 = 20 s) from up to
     ``windows`` starts spread over the clips: whether every output is finite, the largest
     per-frame joint error, and the mean joint error of the first and the last 300 frames
@@ -111,7 +111,7 @@ def stability(model, retriever: Retriever, source: Database, db: Database, frame
                           f"(the longest has {longest}); ask for fewer frames")
     starts = starts[np.linspace(0, len(starts) - 1, min(windows, len(starts))).astype(int)]
     r = rollout(model, retriever, source, starts, context, frames, exclude=exclude, rigid=rigid, unit=unit,
-                planted=planted)
+                velocities=velocities, planted=planted)
     pred = retriever.norm.denormalise(r.pose.numpy())
     err = np.linalg.norm(joint_positions(db, pred) - joint_positions(db, source.pose[r.rows]), axis=-1).mean(-1) * 100
     chunk = min(300, frames // 2)
@@ -284,7 +284,8 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     put), the same way for all; None: as the checkpoint was trained (its ``train.planted``),
     as its runtime controller moves it by default.
     """
-    from kinema.control.retrieval.controller import RetrievalController, trained_planted, trained_unit_6d
+    from kinema.control.retrieval.controller import (RetrievalController, trained_planted,
+                                                     trained_rebuilt_velocities, trained_unit_6d)
 
     model, meta = load_checkpoint(checkpoint)
     if planted is None:
@@ -312,7 +313,8 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     floor = floor_height(db)
     plant = floor if planted else None
     base_model = None
-    unit = trained_unit_6d(meta)   # each network's 6D are fed back as in its training (rigid_pose's unit)
+    # each network's poses are fed back as in its training (rigid_pose's unit and prev)
+    unit, velocities = trained_unit_6d(meta), trained_rebuilt_velocities(meta)
     if baseline is not None:
         base_model, base_meta = load_checkpoint(baseline)
         check_fingerprint(base_meta, db, db_path)
@@ -341,10 +343,10 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     tf = _regime(tf_with, tf_without, tf_base, tf_truth, groups, seed)
 
     # Free running.
-    def run(m, use, retr=retriever, unit=unit):
+    def run(m, use, retr=retriever, unit=unit, velocities=velocities):
         with torch.no_grad():
             r = rollout(m, retr, source, starts, context, frames, retrieval=use, exclude=exclude, rigid=rigid,
-                        unit=unit, planted=plant)
+                        unit=unit, velocities=velocities, planted=plant)
         pred = norm.denormalise(r.pose.numpy())
         return window_metrics(pred, source.pose[r.rows], norm, db, floor, (r.root_pos, r.root_dir, r.true_pos, r.true_dir),
                               foot_lock, r.contact_logits.numpy() > 0.0)
@@ -372,7 +374,8 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     if model.use_retrieval:
         fr_base["random_candidates"] = run(model, True, randomised)
     if base_model is not None:
-        fr_base["no_retrieval_model"] = run(base_model, False, unit=trained_unit_6d(base_meta))
+        fr_base["no_retrieval_model"] = run(base_model, False, unit=trained_unit_6d(base_meta),
+                                            velocities=trained_rebuilt_velocities(base_meta))
     fr_with, fr_without = run(model, True, own), run(model, False)
     fr_truth = window_metrics(truth, truth, norm, db, floor, troots + troots, foot_lock, source.contacts[true_rows] > 0.5)
     fr = _regime(fr_with, fr_without, fr_base, fr_truth, groups, seed)
@@ -386,7 +389,7 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
            "skate_height_m": floor, "rigid": rigid, "foot_lock": foot_lock, "planted": planted, "teacher_forced": tf, "free_running": fr}
     if stability_frames:
         out["stability"] = stability(model, retriever, source, db, stability_frames, context, exclude, rigid=rigid,
-                                     planted=plant, unit=unit)
+                                     planted=plant, unit=unit, velocities=velocities)
     if scenarios is not None:
         from kinema.control.retrieval.scenarios import database_feet_down_share, database_stride_ratio, run_scenarios
         from kinema.matching.database import upright_mask

@@ -29,6 +29,15 @@ its inputs 250 standard deviations outside the data after two minutes, and after
 100 s it lifted off (`benchmarks/diagnose_long_idle.py`). With ``unit`` :func:`rigid_pose`
 also replaces every 6D by that of the rotation it encodes (Gram-Schmidt), so the pose fed
 back is, like every row of the data, a rotation and its positions.
+
+The joint velocities are a third part nothing ties down: predicted beside the positions,
+fed back, and read by the one-step kinematic prior (:mod:`kinema.nn.kinematic`), they
+can drift while the rigid positions stay put (the session-25 twin's reached 89 standard
+deviations outside the data after a minute standing, then diverged). With ``prev`` (the
+pose drawn one frame before) :func:`rigid_pose` replaces them by the joints' own motion
+from that pose (:func:`joint_steps` times the frame rate): a backward difference, where
+the data's rows hold central ones (:func:`kinema.features.root.finite_difference`), so
+they lag the data's by half a frame.
 """
 from __future__ import annotations
 
@@ -86,7 +95,29 @@ def ground_height(db: Database) -> float:
     return float(y.min())
 
 
-def rigid_pose(db: Database, poses: Array, ground: float | None = None, unit: bool = False) -> Array:
+def joint_steps(db: Database, prev: Array, new: Array) -> Array:
+    """World displacement (..., J, 3) in metres of every joint over one frame, from raw pose
+    vectors ``prev`` to ``new`` (..., P), in ``new``'s root space. The root moves as
+    :func:`kinema.control.retrieval.rollout.integrate_root` moves it (turn by ``new``'s yaw
+    rate, then step by its root velocity), so a joint moves by
+    ``p_new + u_new / fps - R(-w_new / fps) p_prev``."""
+    lay = {name: (a, b) for name, a, b in db.pose_layout}
+    lead = tuple(new.shape[:-1])
+    pa, pb = lay["joint_positions"]
+    p_new = new[..., pa:pb].reshape(lead + (db.num_joints, 3))
+    p_old = prev[..., pa:pb].reshape(lead + (db.num_joints, 3))
+    u = lay["root_velocity"][0]
+    w = lay["root_angular_velocity"][0] + 1
+    turn = new[..., w:w + 1] / db.fps                                    # (..., 1)
+    lib = torch if is_torch(new) else np
+    c, s = lib.cos(turn), lib.sin(turn)
+    px, py, pz = p_old[..., 0], p_old[..., 1], p_old[..., 2]
+    moved = lib.stack([c * px - s * pz, py, s * px + c * pz], -1)
+    return p_new + new[..., None, u:u + 3] / db.fps - moved
+
+
+def rigid_pose(db: Database, poses: Array, ground: float | None = None, unit: bool = False,
+               prev: Array | None = None) -> Array:
     """Raw pose vectors (..., P) of ``db``'s layout with the joint positions replaced by
     forward kinematics of their own 6D rotations over ``db``'s rest offsets, the hips (and
     roots) kept where the pose puts them. Velocities and root motion unchanged.
@@ -95,7 +126,9 @@ def rigid_pose(db: Database, poses: Array, ground: float | None = None, unit: bo
     below it is lifted (every body joint, by the same height) until it touches it; None
     leaves the heights as predicted. ``unit``: the 6D rotations (..., J, 6) are replaced by
     their Gram-Schmidt frames' two columns (the rotation each encodes, in the data's form);
-    False keeps them as predicted."""
+    False keeps them as predicted. ``prev`` (..., P): the raw pose drawn one frame before;
+    the joint velocities are then the rebuilt joints' motion from it (:func:`joint_steps`
+    times the frame rate); None keeps them as predicted."""
     lay = {name: (a, b) for name, a, b in db.pose_layout}
     j = db.num_joints
     pa, pb = lay["joint_positions"]
@@ -134,11 +167,21 @@ def rigid_pose(db: Database, poses: Array, ground: float | None = None, unit: bo
     # pose_layout puts the positions before the rotations
     six = sixd.from_matrix(frames).reshape(lead + (6 * j,)) if unit else poses[..., ra:rb]
     parts = [poses[..., :pa], fk.reshape(lead + (3 * j,)), poses[..., pb:ra], six, poses[..., rb:]]
-    return cat(parts, axis=-1)
+    out = cat(parts, axis=-1)
+    if prev is None:
+        return out
+    va, vb = lay["joint_velocities"]
+    vel = (joint_steps(db, prev, out) * db.fps).reshape(lead + (3 * j,))
+    if not is_torch(out):
+        vel = vel.astype(out.dtype)
+    return cat([out[..., :va], vel, out[..., vb:]], axis=-1)
 
 
 def rigid_pose_normalised(db: Database, poses_n: torch.Tensor, mean: torch.Tensor, std: torch.Tensor,
-                          ground: float | None = None, unit: bool = False) -> torch.Tensor:
-    """:func:`rigid_pose` of normalised pose vectors (..., P) (``(raw - mean) / std``),
-    returned normalised: the model-space form training and rollouts use (differentiable)."""
-    return (rigid_pose(db, poses_n * std + mean, ground, unit) - mean) / std
+                          ground: float | None = None, unit: bool = False,
+                          prev_n: torch.Tensor | None = None) -> torch.Tensor:
+    """:func:`rigid_pose` of normalised pose vectors (..., P) (``(raw - mean) / std``; the
+    same for ``prev_n``), returned normalised: the model-space form training and rollouts
+    use (differentiable)."""
+    prev = None if prev_n is None else prev_n * std + mean
+    return (rigid_pose(db, poses_n * std + mean, ground, unit, prev) - mean) / std

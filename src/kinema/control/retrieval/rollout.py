@@ -229,7 +229,8 @@ def teacher_forced_candidates(retriever: Retriever, source: Database, rows: np.n
 def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray | None, context: int, horizon: int, *,
             retrieval: bool = True, exclude: np.ndarray | None = None, rng: np.random.Generator | None = None,
             student: float = 1.0, dropout: tuple[float, ...] = (0.0, 0.0, 0.0), detach_every: int | None = None,
-            rigid: bool = False, ground: bool = True, unit: bool = False, planted: float | None = None,
+            rigid: bool = False, ground: bool = True, unit: bool = False, velocities: bool = False,
+            planted: float | None = None,
             carry: Carry | None = None,
             steer: StickSteer | None = None) -> Rollout:
     """Roll ``model`` out from rows ``starts`` (B,) (see the module docstring): ``horizon``
@@ -244,7 +245,8 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray | 
     joint positions rebuilt from its rotations and, with ``ground``, lifted above the
     ``retriever``'s ground (:func:`kinema.control.retrieval.pose.rigid_pose`, differentiable)
     before it is scored and fed back, as the runtime controller does; with ``unit`` its 6D
-    rotations are also made the unit columns of the rotations they encode.
+    rotations are also made the unit columns of the rotations they encode, and with
+    ``velocities`` its joint velocities are its joints' motion from the pose before it.
     ``planted``: toe floor height (m) of the planted-foot root correction (:class:`RootMover`).
 
     ``carry`` (the :attr:`Rollout.carry` of an earlier rollout) continues that rollout
@@ -268,8 +270,12 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray | 
     t_ = lambda a: torch.as_tensor(a, device=device)  # noqa: E731
     mean, std = t_(norm.mean), t_(norm.std)
 
-    def project(x: torch.Tensor) -> torch.Tensor:
-        return rigid_pose_normalised(source, x, mean, std, retriever.ground if ground else None, unit) if rigid else x
+    def project(x: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
+        """The pose drawn and fed back of the prediction ``x`` following the pose ``before``."""
+        if not rigid:
+            return x
+        return rigid_pose_normalised(source, x, mean, std, retriever.ground if ground else None, unit,
+                                     before if velocities else None)
     # normalised target poses of rows (the retriever's cached array when rolling out on its database)
     poses_n = retriever.poses_n if source is retriever.db else None
 
@@ -287,7 +293,7 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray | 
         ctx_mask = None if seq_keep.all() else t_(np.broadcast_to(seq_keep[:, None, None], ctx_rows.shape + (retriever.k,)).copy())
         out, state = model(t_(source.trajectory[ctx_rows]), t_(pose_n), None if cands is None else t_(cands),
                            None if cands is None else ctx_mask)
-        prev = project(out["pose"][:, -1])
+        prev = project(out["pose"][:, -1], t_(pose_n[:, -1]))
         last = ctx_rows[:, -1]
         mover = RootMover(source, planted)
         mover.start(source.pose[last], source.root_positions[last], source.root_directions[last])
@@ -335,7 +341,7 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray | 
             mask = t_(_dropout_mask(b, retriever.k, rng, p_all, p_each) & seq_keep[:, None])
             cand = t_(cand)
         o, state = model.step(state, t_(ctrl), prev, cand, mask)
-        prev = project(o["pose"])
+        prev = project(o["pose"], prev)
         preds.append(prev)
         logits.append(o["contact_logits"])
         targets.append(target(rows + 1))

@@ -93,7 +93,7 @@ import torch.nn.functional as F
 
 from kinema.control.planted import plant_weights, planted_shift
 from kinema.control.retrieval.metrics import floor_height, pose_slice
-from kinema.control.retrieval.pose import rigid_pose_normalised
+from kinema.control.retrieval.pose import joint_steps, rigid_pose_normalised
 from kinema.control.retrieval.rollout import Carry, Rollout, rollout, teacher_forced_candidates, toe_positions
 from kinema.control.retrieval.scenarios import TOE_DOWN_M, database_stride_ratio, standing_hips
 from kinema.control.retrieval.sequences import RandomRetriever, Retriever, WindowSampler
@@ -152,6 +152,7 @@ class TrainSettings:
     rigid: bool = False
     ground: bool = False      # with rigid: training's poses are also lifted above the data's lowest toe, as the runtime draws them
     unit_6d: bool = False     # with rigid: every predicted 6D is made the unit columns of its rotation before it is scored and fed back
+    rebuilt_velocities: bool = False   # with rigid: every predicted pose's joint velocities are its joints' motion from the pose before
     skate_weight: float = 0.0
     skate_on: str = "truth"   # "truth": the target's contact labels; "own": the predicted toes on the floor
     energy_weight: float = 0.0
@@ -432,8 +433,10 @@ def teacher_forced_loss(model, sampler: WindowSampler, s: TrainSettings, rng: np
     pred = out["pose"]
     if s.rigid:   # score the pose the runtime draws: positions rebuilt from the rotations
         norm = sampler.r.norm
+        # velocities rebuilt from the clean input pose (the one before each target)
         pred = rigid_pose_normalised(sampler.db, pred, t_(norm.mean), t_(norm.std),
-                                     sampler.r.ground if s.ground else None, s.unit_6d)
+                                     sampler.r.ground if s.ground else None, s.unit_6d,
+                                     t_(b.pose) if s.rebuilt_velocities else None)
     return pose_loss(pred, t_(b.target), out["contact_logits"], t_(b.contacts),
                      s.contact_weight, pose_slice(sampler.db, "joint_positions"), s.position_weight)
 
@@ -444,18 +447,11 @@ def skate_loss(db: Database, pose: torch.Tensor, contacts: torch.Tensor) -> torc
     is on: the foot skating of a rollout, differentiable. The root moves as
     :func:`kinema.control.retrieval.rollout.integrate_root` moves it (turn by the new
     frame's yaw rate, then step by its root velocity), so in the new frame's root space a
-    toe moves by ``p[t+1] + v[t+1] / fps - R(-w[t+1] / fps) p[t]``, with no absolute root."""
-    lay = {name: (a, b) for name, a, b in db.pose_layout}
+    toe moves by ``p[t+1] + v[t+1] / fps - R(-w[t+1] / fps) p[t]``
+    (:func:`kinema.control.retrieval.pose.joint_steps`), with no absolute root."""
     toes = [db.roles["left_toe"], db.roles["right_toe"]]
-    a = lay["joint_positions"][0]
-    tx = torch.stack([pose[..., a + 3 * j] for j in toes], -1)          # (B, H, 2)
-    tz = torch.stack([pose[..., a + 3 * j + 2] for j in toes], -1)
-    v, w = lay["root_velocity"][0], lay["root_angular_velocity"][0]
-    turn = (pose[:, 1:, w + 1] / db.fps)[..., None]
-    c, sn = torch.cos(turn), torch.sin(turn)
-    px, pz = tx[:, :-1], tz[:, :-1]
-    dx = tx[:, 1:] + (pose[:, 1:, v] / db.fps)[..., None] - (c * px - sn * pz)
-    dz = tz[:, 1:] + (pose[:, 1:, v + 2] / db.fps)[..., None] - (sn * px + c * pz)
+    step = joint_steps(db, pose[:, :-1], pose[:, 1:])[..., toes, :]    # (B, H-1, 2, 3)
+    dx, dz = step[..., 0], step[..., 2]
     on = contacts[:, 1:]
     return ((dx ** 2 + dz ** 2) * 1e4 * on).sum() / on.sum().clamp(min=1.0)
 
@@ -693,7 +689,7 @@ def rollout_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSetting
         starts = ex = None
     r = rollout(model, retriever, db, starts, s.context, horizon, exclude=ex, rng=rng, student=student,
                 dropout=(s.drop_all, s.drop_each, s.drop_sequence), detach_every=detach_every, rigid=s.rigid,
-                ground=s.ground, unit=s.unit_6d, planted=floor if s.planted else None, carry=carry)
+                ground=s.ground, unit=s.unit_6d, velocities=s.rebuilt_velocities, planted=floor if s.planted else None, carry=carry)
     loss = pose_loss(r.pose, r.target, r.contact_logits, r.target_contacts, s.contact_weight,
                      pose_slice(db, "joint_positions"), s.position_weight)
     if carry is not None:
@@ -862,7 +858,7 @@ def stick_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings,
         steer = carry.steer
     r = rollout(model, retriever, db, starts, s.context, s.free_horizon, exclude=ex, rng=rng,
                 dropout=(s.drop_all, s.drop_each, s.drop_sequence), detach_every=s.detach_every, rigid=s.rigid,
-                ground=s.ground, unit=s.unit_6d, planted=floor if s.planted else None, carry=carry, steer=steer)
+                ground=s.ground, unit=s.unit_6d, velocities=s.rebuilt_velocities, planted=floor if s.planted else None, carry=carry, steer=steer)
     return stick_objective(stick_terms(db, _raw(retriever, r.pose), r, steer, targets, floor),
                            stick_weights(s)), r.carry
 
@@ -957,7 +953,7 @@ def validate(model, retriever: Retriever, val: Database, s: TrainSettings, floor
         # loss is formed): that validation scores infinity, is never selected, and training goes on.
         try:
             r = rollout(model, retriever, val, starts, s.context, s.val_horizon, retrieval=use, rigid=s.rigid,
-                        ground=s.ground, unit=s.unit_6d, planted=floor if s.planted else None)
+                        ground=s.ground, unit=s.unit_6d, velocities=s.rebuilt_velocities, planted=floor if s.planted else None)
             out[f"fr_{name}"] = float(F.mse_loss(r.pose, r.target))
             for term, value in motion_terms(val, retriever, r, s, floor).items():
                 out[f"{term}_{name}"] = float(value)
@@ -993,7 +989,7 @@ def _validate_sticks(model, retriever: Retriever, val: Database, s: TrainSetting
     steer = StickSteer.random(len(starts), np.random.default_rng(0), val.fps, idle_share=s.stick_idle,
                               release_share=s.stick_release)
     r = rollout(model, retriever, val, starts, s.context, s.val_horizon, retrieval=use, rigid=s.rigid, ground=s.ground,
-                unit=s.unit_6d, planted=floor if s.planted else None, steer=steer)
+                unit=s.unit_6d, velocities=s.rebuilt_velocities, planted=floor if s.planted else None, steer=steer)
     return stick_objective(stick_terms(val, _raw(retriever, r.pose), r, steer, targets, floor), stick_weights(s))
 
 
