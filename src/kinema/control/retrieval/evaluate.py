@@ -284,8 +284,7 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     put), the same way for all; None: as the checkpoint was trained (its ``train.planted``),
     as its runtime controller moves it by default.
     """
-    from kinema.control.retrieval.controller import (RetrievalController, trained_planted,
-                                                     trained_rebuilt_velocities, trained_unit_6d)
+    from kinema.control.retrieval.controller import RetrievalController, trained_planted, trained_rebuilt_velocities, trained_unit_6d
 
     model, meta = load_checkpoint(checkpoint)
     if planted is None:

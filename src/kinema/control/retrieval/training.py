@@ -858,7 +858,8 @@ def stick_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings,
         steer = carry.steer
     r = rollout(model, retriever, db, starts, s.context, s.free_horizon, exclude=ex, rng=rng,
                 dropout=(s.drop_all, s.drop_each, s.drop_sequence), detach_every=s.detach_every, rigid=s.rigid,
-                ground=s.ground, unit=s.unit_6d, velocities=s.rebuilt_velocities, planted=floor if s.planted else None, carry=carry, steer=steer)
+                ground=s.ground, unit=s.unit_6d, velocities=s.rebuilt_velocities, planted=floor if s.planted else None,
+                carry=carry, steer=steer)
     return stick_objective(stick_terms(db, _raw(retriever, r.pose), r, steer, targets, floor),
                            stick_weights(s)), r.carry
 
