@@ -935,11 +935,11 @@ def test_a_stick_driven_rollout_takes_its_joystick_from_the_steer(games105_db, g
     assert rest.rows[1].max() == db.ranges[db.clip_of(starts[1:]), 1][0] - 1
 
 
-def test_stick_weights_take_the_stride_skate_stand_touch_and_step_weights_from_the_settings():
-    """:func:`stick_weights` gives the stride, skate, stand, touch and step terms the
-    settings' weights (stride 1 and skate 0.1 by default, the earlier constants) and the
-    fixed ones :data:`STICK_TERMS`, so raising ``train.stick_stride`` by 2 raises the
-    objective by twice the stride term and nothing else."""
+def test_stick_weights_take_the_posture_stride_skate_stand_touch_and_step_weights_from_the_settings():
+    """:func:`stick_weights` gives the posture, stride, skate, stand, touch and step terms
+    the settings' weights (posture 1, stride 1 and skate 0.1 by default, the earlier
+    constants) and the path its fixed one (:data:`STICK_TERMS`), so raising
+    ``train.stick_stride`` by 2 raises the objective by twice the stride term and nothing else."""
     import torch
 
     from kinema.control.retrieval.training import STICK_TERMS, TrainSettings, stick_objective, stick_weights
@@ -947,13 +947,14 @@ def test_stick_weights_take_the_stride_skate_stand_touch_and_step_weights_from_t
     terms = {name: torch.tensor(float(i + 1)) for i, name in
              enumerate(["stride", "path", "posture", "skate", "stand", "touch", "step"])}
     default = stick_weights(TrainSettings())
-    assert default["stride"] == 1.0 and default["skate"] == 0.1
+    assert default["stride"] == 1.0 and default["skate"] == 0.1 and default["posture"] == 1.0
     assert default["stand"] == default["touch"] == default["step"] == 0.0
     assert all(default[k] == v for k, v in STICK_TERMS.items())
     assert set(default) == set(terms)
     tuned = stick_weights(TrainSettings(stick_stride=3.0, stick_skate=0.5, stick_stand=0.5, stick_touch=2.0,
-                                        stick_step=1.5))
-    assert (tuned["stride"], tuned["skate"], tuned["stand"], tuned["touch"], tuned["step"]) == (3.0, 0.5, 0.5, 2.0, 1.5)
+                                        stick_step=1.5, stick_posture=4.0))
+    assert (tuned["stride"], tuned["skate"], tuned["stand"], tuned["touch"], tuned["step"], tuned["posture"]) == \
+        (3.0, 0.5, 0.5, 2.0, 1.5, 4.0)
     base = float(stick_objective(terms, default))
     assert base == pytest.approx(1.0 + 2.0 * 2.0 + 1.0 * 3.0 + 0.1 * 4.0)
     more = float(stick_objective(terms, stick_weights(TrainSettings(stick_stride=3.0))))

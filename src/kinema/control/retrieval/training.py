@@ -174,6 +174,7 @@ class TrainSettings:
     stick_stride: float = 1.0  # ... this much of the stride term (the toes' speed against the data's stride ratio)
     stick_skate: float = 0.1   # ... this much of the skating term (skate_loss on the predicted toes on the floor)
     stick_step: float = 0.0    # ... this much of step_loss (each toe down once a second while the path moves)
+    stick_posture: float = 1.0  # ... this much of the posture term (hips outside UPRIGHT_BAND of the standing height)
 
     def __post_init__(self) -> None:
         if self.skate_on not in SKATE_ON:
@@ -700,9 +701,9 @@ def rollout_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSetting
     return loss, r.carry
 
 
-# The fixed shares of a stick-driven rollout's loss: the path weight of the shipped LaFAN1
-# recipe, posture at 1 (stride, skate, stand, touch and step come from the settings).
-STICK_TERMS = {"path": 2.0, "posture": 1.0}
+# The fixed share of a stick-driven rollout's loss: the path weight of the shipped LaFAN1
+# recipe (posture, stride, skate, stand, touch and step come from the settings).
+STICK_TERMS = {"path": 2.0}
 # A stick-driven rollout's hips may sit between these shares of the data's standing height
 # before paying: below, a crouch or a fall; above, a body that floats off the floor (with
 # only the floor below, lafan_sc8i's hips rose 11 m on the circle stick within 18 s).
@@ -828,11 +829,11 @@ def step_loss(db: Database, raw: torch.Tensor, settled: np.ndarray, floor: float
 
 
 def stick_weights(s: TrainSettings) -> dict[str, float]:
-    """Each :func:`stick_terms` term's weight: :data:`STICK_TERMS`, and ``s.stick_stride``,
-    ``s.stick_skate``, ``s.stick_stand``, ``s.stick_touch`` and ``s.stick_step`` of the
-    stride, skate, stand, touch and step terms."""
-    return {**STICK_TERMS, "stride": s.stick_stride, "skate": s.stick_skate, "stand": s.stick_stand,
-            "touch": s.stick_touch, "step": s.stick_step}
+    """Each :func:`stick_terms` term's weight: :data:`STICK_TERMS`, and ``s.stick_posture``,
+    ``s.stick_stride``, ``s.stick_skate``, ``s.stick_stand``, ``s.stick_touch`` and
+    ``s.stick_step`` of the posture, stride, skate, stand, touch and step terms."""
+    return {**STICK_TERMS, "posture": s.stick_posture, "stride": s.stick_stride, "skate": s.stick_skate,
+            "stand": s.stick_stand, "touch": s.stick_touch, "step": s.stick_step}
 
 
 def stick_objective(terms: dict[str, torch.Tensor], weights: dict[str, float]) -> torch.Tensor:
