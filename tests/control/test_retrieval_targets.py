@@ -31,19 +31,25 @@ def test_requested_paths_follow_the_scripted_sticks():
 
 
 def test_a_runaway_root_fails_the_travel_target(result):
-    """A root that travels 2.5 km in 60 s with the stick released (the Bandai model of
-    session 7 did) keeps a small mean root error and bounded bones, and fails the travel
-    target; the shipped model passes it on the 60-s sticks and fails it, with the feet-down
-    target, on the 5-min idle, where it lifts off and drifts 9 m."""
-    minute = copy.deepcopy(result)
-    for key in ("scenarios", "scenarios_motion_matching"):
-        del minute[key]["long_idle"]
-    assert _row(minute, "root travel vs requested path")["passed"] is True
-    assert _row(minute, "feet down when let go")["passed"] is True
-    assert result["scenarios"]["long_idle"]["travelled_m"] > 5.0
-    assert _row(result, "root travel vs requested path")["passed"] is False
-    assert _row(result, "feet down when let go")["value"] == result["scenarios"]["long_idle"]["feet_down_share"] < 0.5
-    runaway = copy.deepcopy(minute)
+    """A root that stays within 1.5 x the requested path + 5 m in every scenario passes the
+    travel target; one that travels 2.5 km in 60 s with the stick released (the Bandai model of
+    session 7 did) keeps a small mean root error and bounded bones, and fails it, as does
+    the 9.3-m drift of session 25's LaFAN1 model over the 5-min idle, where it lifted off with
+    both toes down in 0.32 of the frames (which fails feet down too)."""
+    held = copy.deepcopy(result)
+    for sc in held["scenarios"].values():
+        sc["travelled_m"] = sc["path_m"]
+        if sc.get("feet_down_share") is not None:
+            sc["feet_down_share"] = 1.0
+    assert _row(held, "root travel vs requested path")["passed"] is True
+    assert _row(held, "feet down when let go")["passed"] is True
+    lifted = copy.deepcopy(held)
+    lifted["scenarios"]["long_idle"].update(travelled_m=9.3, feet_down_share=0.32)
+    row = _row(lifted, "root travel vs requested path")
+    assert row["passed"] is False and row["value"] == pytest.approx(9.3 / 5.0)
+    row = _row(lifted, "feet down when let go")
+    assert row["passed"] is False and row["value"] == 0.32
+    runaway = copy.deepcopy(held)
     runaway["scenarios"]["idle"]["travelled_m"] = 2541.7
     row = _row(runaway, "root travel vs requested path")
     assert row["passed"] is False and row["value"] > 100
