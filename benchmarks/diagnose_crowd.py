@@ -9,7 +9,10 @@ the standing height) and when, the highest hips in the 1.5 s before it and how f
 body joint was above the floor then (m), and how many frames the head was below the hips. A
 ``leap`` is a fall whose body was off the floor before it (every joint at least
 :data:`AIRBORNE_M` up: nothing in the crowd's sticks asks for a jump, and the search plays only
-rows that stay on their feet); a ``collapse`` sank from the floor.
+rows that stay on their feet); a ``collapse`` sank from the floor. A hop need not end on the
+floor, so the table also counts the characters that were ``airborne`` (every body joint at
+least :data:`AIRBORNE_M` up for :data:`AIRBORNE_S` or longer; a run's flight phase is shorter
+and lower) and their longest flight.
 
     .venv/bin/python benchmarks/diagnose_crowd.py models/retrieval_lafan1.safetensors [--seeds 0,1,2] [--quiet]
 """
@@ -29,6 +32,18 @@ from kinema.nn.checkpoint import load_checkpoint
 
 AIRBORNE_M = 0.2   # every body joint this far above the floor: the character is in the air
 BEFORE_S = 1.5     # how far before the lowest hips to look for the take-off
+AIRBORNE_S = 0.1   # a flight at least this long counts as a hop
+
+
+def longest_flight(lowest: np.ndarray) -> np.ndarray:
+    """(N,) the longest run of frames per character with every body joint at least
+    :data:`AIRBORNE_M` above the floor, from ``lowest`` (F, N) (m)."""
+    run = np.zeros(lowest.shape[1], dtype=int)
+    best = np.zeros_like(run)
+    for up in lowest >= AIRBORNE_M:
+        run = np.where(up, run + 1, 0)
+        best = np.maximum(best, run)
+    return best
 
 
 def crowd_traces(checkpoint: str, db, seed: int) -> dict[str, np.ndarray]:
@@ -80,10 +95,10 @@ def main() -> None:
     _, meta = load_checkpoint(a.checkpoint)
     db = open_database(None, meta)
     seeds = [int(s) for s in a.seeds.split(",")]
-    total = {"fallen": 0, "sunk": 0, "leaps": 0, "head_down": 0}
+    total = {"fallen": 0, "sunk": 0, "leaps": 0, "head_down": 0, "airborne": 0}
     print(f"{a.checkpoint}: {CROWD_COUNT} characters for {CROWD_FRAMES / db.fps:.0f} s per draw\n")
-    print("| seed | fallen | sunk | leaps | head below hips | lowest hips |")
-    print("|---|---|---|---|---|---|")
+    print("| seed | fallen | sunk | leaps | head below hips | airborne | longest flight s | lowest hips |")
+    print("|---|---|---|---|---|---|---|---|")
     details = []
     for seed in seeds:
         tr = crowd_traces(a.checkpoint, db, seed)
@@ -91,11 +106,15 @@ def main() -> None:
         rows = falls(tr, db.fps)
         n = {"fallen": int((low < FALLEN).sum()), "sunk": int((low < SUNK).sum()),
              "leaps": sum(r["kind"] == "leap" for r in rows), "head_down": sum(r["head_down_frames"] > 0 for r in rows)}
+        flight = longest_flight(tr["lowest"])
+        n["airborne"] = int((flight >= AIRBORNE_S * db.fps).sum())
         for k in total:
             total[k] += n[k]
-        print(f"| {seed} | {n['fallen']} | {n['sunk']} | {n['leaps']} | {n['head_down']} | {low.min():.2f} |", flush=True)
+        print(f"| {seed} | {n['fallen']} | {n['sunk']} | {n['leaps']} | {n['head_down']} | {n['airborne']} "
+              f"| {flight.max() / db.fps:.2f} | {low.min():.2f} |", flush=True)
         details += [(seed, r) for r in rows]
-    print(f"| all {len(seeds) * CROWD_COUNT} | {total['fallen']} | {total['sunk']} | {total['leaps']} | {total['head_down']} | |")
+    print(f"| all {len(seeds) * CROWD_COUNT} | {total['fallen']} | {total['sunk']} | {total['leaps']} | {total['head_down']} "
+          f"| {total['airborne']} | | |")
     if a.quiet or not details:
         return
     print("\n| seed | character | kind | lowest hips | at s | peak hips before | lowest joint then m | frames head below hips |")
