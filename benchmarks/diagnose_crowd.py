@@ -22,11 +22,10 @@ import argparse
 
 import numpy as np
 
-from kinema.control.retrieval.controller import RetrievalCrowd
-from kinema.control.retrieval.evaluate import CROWD_COUNT, CROWD_FRAMES, open_database
+from kinema.control.retrieval.evaluate import CROWD_COUNT, CROWD_FRAMES, evaluation_crowd, open_database
 from kinema.control.retrieval.metrics import floor_height
 from kinema.control.retrieval.pose import body_joints
-from kinema.control.retrieval.scenarios import FALLEN, SUNK, crowd_starts, crowd_sticks, head_joint, standing_hips
+from kinema.control.retrieval.scenarios import FALLEN, head_joint, run_crowd, standing_hips
 from kinema.matching.database import upright_mask
 from kinema.nn.checkpoint import load_checkpoint
 
@@ -46,23 +45,18 @@ def longest_flight(lowest: np.ndarray) -> np.ndarray:
     return best
 
 
-def crowd_traces(checkpoint: str, db, seed: int) -> dict[str, np.ndarray]:
-    """Per-frame traces (F, N) of the evaluation's crowd drawn with ``seed``: ``hips`` (share
-    of the standing height), ``head_minus_hips`` (m) and ``lowest`` (the lowest body joint's
-    height above the floor, m)."""
-    seeds, rows = crowd_starts(db, CROWD_COUNT, seed=seed)
-    crowd = RetrievalCrowd(checkpoint, db, CROWD_COUNT, start_row=rows, phase=np.arange(CROWD_COUNT) % 6,
-                           search_mask=upright_mask(db))
-    hips, head, body = db.roles["hips"], head_joint(db), body_joints(db)
-    stand, floor = standing_hips(db), floor_height(db)
-    out: dict[str, list] = {"hips": [], "head_minus_hips": [], "lowest": []}
-    for f in range(CROWD_FRAMES):
-        crowd.drive(crowd_sticks(f / db.fps, seeds), 1.0 / db.fps)
-        p = crowd.joint_positions()                                   # (N, J, 3) world
-        out["hips"].append(p[:, hips, 1] / stand)
-        out["head_minus_hips"].append(p[:, head, 1] - p[:, hips, 1])
-        out["lowest"].append(p[:, body, 1].min(-1) - floor)
-    return {k: np.asarray(v) for k, v in out.items()}
+def crowd_traces(checkpoint: str, db, seed: int) -> tuple[dict, dict[str, np.ndarray]]:
+    """(:func:`~kinema.control.retrieval.scenarios.run_crowd`'s result, per-frame traces
+    (F, N)) of the evaluation's crowd drawn with ``seed``: ``hips`` (share of the standing
+    height), ``head_minus_hips`` (m) and ``lowest`` (the lowest body joint's height above
+    the floor, m)."""
+    crowd, seeds = evaluation_crowd(checkpoint, db, seed=seed, search_mask=upright_mask(db))
+    traces: dict = {}
+    result = run_crowd(crowd, seeds, CROWD_FRAMES, fps=db.fps, traces=traces)
+    p = traces["drawn"]                                               # (F, N, J, 3) world
+    hips = p[..., db.roles["hips"], 1]
+    return result, {"hips": hips / standing_hips(db), "head_minus_hips": p[..., head_joint(db), 1] - hips,
+                    "lowest": p[..., body_joints(db), 1].min(-1) - floor_height(db)}
 
 
 def falls(traces: dict[str, np.ndarray], fps: float) -> list[dict]:
@@ -101,17 +95,16 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     details = []
     for seed in seeds:
-        tr = crowd_traces(a.checkpoint, db, seed)
-        low = tr["hips"].min(0)
+        result, tr = crowd_traces(a.checkpoint, db, seed)
         rows = falls(tr, db.fps)
-        n = {"fallen": int((low < FALLEN).sum()), "sunk": int((low < SUNK).sum()),
+        n = {"fallen": result["fallen"], "sunk": result["sunk"],
              "leaps": sum(r["kind"] == "leap" for r in rows), "head_down": sum(r["head_down_frames"] > 0 for r in rows)}
         flight = longest_flight(tr["lowest"])
         n["airborne"] = int((flight >= AIRBORNE_S * db.fps).sum())
         for k in total:
             total[k] += n[k]
         print(f"| {seed} | {n['fallen']} | {n['sunk']} | {n['leaps']} | {n['head_down']} | {n['airborne']} "
-              f"| {flight.max() / db.fps:.2f} | {low.min():.2f} |", flush=True)
+              f"| {flight.max() / db.fps:.2f} | {result['lowest_hips']:.2f} |", flush=True)
         details += [(seed, r) for r in rows]
     print(f"| all {len(seeds) * CROWD_COUNT} | {total['fallen']} | {total['sunk']} | {total['leaps']} | {total['head_down']} "
           f"| {total['airborne']} | | |")

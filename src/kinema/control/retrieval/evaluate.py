@@ -404,12 +404,9 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
         out["scenarios_motion_matching"] = run_scenarios(ctl, names, scenario_frames)
         out["scenarios_upright_search"] = mask is not None
         # a crowd on wandering sticks (kinema demo crowd's): does anyone lie down or sink?
-        from kinema.control.retrieval.controller import RetrievalCrowd
-        from kinema.control.retrieval.scenarios import crowd_starts, run_crowd
-        seeds, rows = crowd_starts(db, CROWD_COUNT)
+        from kinema.control.retrieval.scenarios import run_crowd
         for key, mode in (("crowd", "retrieval"), ("crowd_motion_matching", "matching")):
-            crowd = RetrievalCrowd(checkpoint, db, CROWD_COUNT, start_row=rows, mode=mode, rigid=rigid, planted=planted,
-                                   phase=np.arange(CROWD_COUNT) % 6, search_mask=mask)
+            crowd, seeds = evaluation_crowd(checkpoint, db, mode, rigid=rigid, planted=planted, search_mask=mask)
             out[key] = run_crowd(crowd, seeds, CROWD_FRAMES)
         out["database_stride_ratio"] = database_stride_ratio(db)
         out["database_feet_down_share"] = database_feet_down_share(db)
@@ -417,6 +414,22 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
 
 
 CROWD_COUNT, CROWD_FRAMES = 64, 600   # the scenarios' crowd: 64 characters for 10 s
+
+
+def evaluation_crowd(checkpoint: str | Path, db: Database, mode: str = "retrieval", seed: int = 0,
+                     rigid: bool = True, planted: bool | None = None, search_mask: np.ndarray | None = None):
+    """(crowd, stick seeds (N, 4)): the evaluation's crowd of :data:`CROWD_COUNT` characters
+    (a :class:`~kinema.control.retrieval.controller.RetrievalCrowd` in ``mode``, phases
+    staggered over the refresh interval) at the start rows and sticks
+    :func:`~kinema.control.retrieval.scenarios.crowd_starts` draws with ``seed`` (0: the
+    evaluation's draw), for :func:`~kinema.control.retrieval.scenarios.run_crowd`."""
+    from kinema.control.retrieval.controller import RetrievalCrowd
+    from kinema.control.retrieval.scenarios import crowd_starts
+
+    seeds, rows = crowd_starts(db, CROWD_COUNT, seed)
+    crowd = RetrievalCrowd(checkpoint, db, CROWD_COUNT, start_row=rows, mode=mode, rigid=rigid, planted=planted,
+                           phase=np.arange(CROWD_COUNT) % 6, search_mask=search_mask)
+    return crowd, seeds
 
 
 def ground_truth_summary(truth: dict[str, np.ndarray]) -> dict[str, float]:

@@ -279,24 +279,30 @@ def crowd_starts(db: Database, count: int, seed: int = 0) -> tuple[np.ndarray, n
     return seeds, rng.choice(rows if len(rows) else np.arange(db.rows), count)
 
 
-def run_crowd(crowd, seeds: np.ndarray, frames: int = 600, fps: float = 60.0) -> dict:
+def run_crowd(crowd, seeds: np.ndarray, frames: int = 600, fps: float = 60.0, traces: dict | None = None) -> dict:
     """Drive a :class:`~kinema.control.retrieval.controller.RetrievalCrowd` (reset to its
     start rows) with :func:`crowd_sticks` of ``seeds`` (N, 4) for ``frames`` frames; returns
     the number of characters, ``fallen`` and ``sunk`` (how many had their world hips below
     :data:`FALLEN` / :data:`SUNK` of :func:`standing_hips` at some frame), ``lowest_hips``
     (that share's minimum over the crowd), ``head_above_hips`` (every character, every
-    frame) and ``finite``."""
+    frame) and ``finite``. ``traces``, when given, receives ``drawn`` (frames, N, J, 3): the
+    world joint positions of every frame."""
     db = crowd.db
     hips, head = db.roles["hips"], head_joint(db)
     low = np.full(len(seeds), np.inf)
     head_up, finite = True, True
+    drawn = [] if traces is not None else None
     for f in range(frames):
         crowd.drive(crowd_sticks(f / fps, seeds), 1.0 / fps)
         pos = crowd.joint_positions()
+        if drawn is not None:
+            drawn.append(pos.copy())
         finite &= bool(np.isfinite(pos).all())
         low = np.minimum(low, pos[:, hips, 1])
         head_up &= bool(np.all(pos[:, head, 1] > pos[:, hips, 1]))
     share = low / standing_hips(db)
+    if traces is not None:
+        traces["drawn"] = np.stack(drawn)
     return {"characters": len(seeds), "frames": frames, "seconds": frames / fps, "finite": finite,
             "fallen": int((share < FALLEN).sum()), "sunk": int((share < SUNK).sum()),
             "lowest_hips": float(share.min()), "head_above_hips": head_up}
