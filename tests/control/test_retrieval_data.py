@@ -259,3 +259,15 @@ def test_upright_training_starts_stay_on_their_feet(shared_data):
         assert np.all(db.clip_of(rows[:, -1]) == db.clip_of(starts)) and np.isin(db.clip_of(starts), clips).all()
     free = rollout_starts(db, clips, 400, 256, np.random.default_rng(0))
     assert off[free[:, None] + np.arange(400)[None]].any()     # without the rule some windows leave their feet
+
+
+def test_upright_rollouts_restrict_only_the_free_rollouts():
+    """``train.upright_rollouts``: the free rollouts start where the data stays on its feet
+    (:attr:`TrainSettings.upright_free`), while the teacher-forced windows keep every row
+    (``upright`` stays off, so the sampler is not restricted); ``upright`` restricts both."""
+    from kinema.control.retrieval.training import TrainSettings
+
+    assert not TrainSettings().upright_free
+    only = TrainSettings(upright_rollouts=True)
+    assert only.upright_free and not only.upright
+    assert TrainSettings(upright=True).upright_free

@@ -103,7 +103,8 @@ def test_a_gliding_character_fails_the_stride_and_scenario_skating_targets(resul
 def test_one_fallen_crowd_character_fails_the_crowd_target(result):
     """The crowd target reads the evaluation's ``crowd`` (64 characters on wandering sticks):
     one character lying down fails it, as does a head below the hips; none passes; a result
-    without a crowd has no such row."""
+    without a crowd has no such row. A floating crowd passes it and fails the floor target
+    (``airborne``), which results written before that count leave unjudged."""
     crowd = {"characters": 64, "frames": 600, "seconds": 10.0, "finite": True, "fallen": 0, "sunk": 3,
              "lowest_hips": 0.6, "head_above_hips": True}
     ok = copy.deepcopy(result)
@@ -118,6 +119,13 @@ def test_one_fallen_crowd_character_fails_the_crowd_target(result):
     bare = copy.deepcopy(result)
     bare.pop("crowd", None)
     assert all(r["target"] != "crowd on its feet" for r in check_targets(bare))
+    assert _row(ok, "crowd on the floor")["passed"] is None    # written before the flights were counted
+    floating = copy.deepcopy(ok)                               # p5u of session 27: 0 fallen, in the air
+    floating["crowd"].update(airborne=41, longest_flight_s=3.63)
+    assert _row(floating, "crowd on its feet")["passed"] is True
+    assert _row(floating, "crowd on the floor")["passed"] is False
+    floating["crowd"].update(airborne=0, longest_flight_s=0.05)
+    assert _row(floating, "crowd on the floor")["passed"] is True
 
 
 def test_a_raised_knee_fails_the_feet_down_target(result):

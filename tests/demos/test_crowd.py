@@ -116,12 +116,14 @@ def test_run_crowd_counts_who_lies_down(shared_data):
     LaFAN1 database, through motion-matching playback: a character started where the data
     lies on the floor (``fallAndGetUp``), searching every row, is counted as fallen; the
     same crowd started on its feet and searching only the upright rows has no one fallen or
-    sunk (its rows keep the hips within 15% of standing)."""
+    sunk (its rows keep the hips within 15% of standing) or airborne. The same crowd with one
+    character drawn 0.3 m up is counted airborne for the whole second (a crowd that floats
+    never lies down, and the fall count alone would pass it); drawn 0.1 m up, it is not."""
     import torch
 
     from kinema.control.retrieval.controller import RetrievalCrowd
     from kinema.control.retrieval.evaluate import cached_database
-    from kinema.control.retrieval.scenarios import SUNK, crowd_starts, run_crowd, standing_hips
+    from kinema.control.retrieval.scenarios import AIRBORNE_M, SUNK, crowd_starts, run_crowd, standing_hips
     from kinema.demos.crowd import MODEL
     from kinema.matching.database import _hips_height, upright_mask
 
@@ -141,3 +143,24 @@ def test_run_crowd_counts_who_lies_down(shared_data):
     r = run_crowd(RetrievalCrowd(MODEL, db, 4, start_row=rows, mode="matching", search_mask=upright_mask(db)),
                   seeds, 240)
     assert r["fallen"] == 0 and r["sunk"] == 0 and r["lowest_hips"] > SUNK and r["head_above_hips"]
+    assert r["airborne"] == 0 and r["longest_flight_s"] < 0.1
+
+    class Lifted:
+        """The same crowd, its character 2 drawn ``lift`` m above where it stands."""
+
+        def __init__(self, crowd, lift: float):
+            self.crowd, self.db, self.lift = crowd, crowd.db, lift
+
+        def drive(self, sticks, dt):
+            self.crowd.drive(sticks, dt)
+
+        def joint_positions(self):
+            pos = self.crowd.joint_positions().copy()
+            pos[2, :, 1] += self.lift
+            return pos
+
+    for lift, airborne in ((AIRBORNE_M + 0.1, 1), (AIRBORNE_M - 0.1, 0)):
+        crowd = RetrievalCrowd(MODEL, db, 4, start_row=rows, mode="matching", search_mask=upright_mask(db))
+        r = run_crowd(Lifted(crowd, lift), seeds, 60)
+        assert r["airborne"] == airborne and r["fallen"] == 0, (lift, r)
+        assert (r["longest_flight_s"] == 1.0) == bool(airborne)

@@ -250,6 +250,9 @@ def run_scenarios(ctl, names=None, frames: int = 3600, foot_lock: bool = True) -
 
 FALLEN = 0.5   # hips below this share of the data's standing height: the character lies on the floor
 SUNK = 0.75    # ... below this: it has sunk into a crouch
+AIRBORNE_M = 0.2   # every body joint this far (m) above the skating metric's floor: the character is in the air
+AIRBORNE_S = 0.1   # ... for this long (s) or longer: a flight (a run's flight phase is shorter and lower;
+                   # motion matching's crowd on LaFAN1 has none: lowest body joint 9 cm up at its 99th percentile)
 
 
 def crowd_sticks(t: float, seeds: np.ndarray) -> np.ndarray:
@@ -285,11 +288,18 @@ def run_crowd(crowd, seeds: np.ndarray, frames: int = 600, fps: float = 60.0, tr
     the number of characters, ``fallen`` and ``sunk`` (how many had their world hips below
     :data:`FALLEN` / :data:`SUNK` of :func:`standing_hips` at some frame), ``lowest_hips``
     (that share's minimum over the crowd), ``head_above_hips`` (every character, every
-    frame) and ``finite``. ``traces``, when given, receives ``drawn`` (frames, N, J, 3): the
-    world joint positions of every frame."""
+    frame), ``finite``, ``airborne`` (how many had every body joint at least
+    :data:`AIRBORNE_M` above the floor of :func:`~kinema.control.retrieval.metrics.floor_height`
+    for :data:`AIRBORNE_S` or longer: a character that floats never lies down, so ``fallen``
+    passes it) and ``longest_flight_s`` (the crowd's longest such flight). ``traces``, when
+    given, receives ``drawn`` (frames, N, J, 3): the world joint positions of every frame."""
+    from kinema.control.retrieval.pose import body_joints
+
     db = crowd.db
-    hips, head = db.roles["hips"], head_joint(db)
+    hips, head, body, floor = db.roles["hips"], head_joint(db), body_joints(db), floor_height(db)
     low = np.full(len(seeds), np.inf)
+    flight = np.zeros(len(seeds), int)
+    longest = np.zeros_like(flight)
     head_up, finite = True, True
     drawn = [] if traces is not None else None
     for f in range(frames):
@@ -300,9 +310,12 @@ def run_crowd(crowd, seeds: np.ndarray, frames: int = 600, fps: float = 60.0, tr
         finite &= bool(np.isfinite(pos).all())
         low = np.minimum(low, pos[:, hips, 1])
         head_up &= bool(np.all(pos[:, head, 1] > pos[:, hips, 1]))
+        flight = np.where(pos[:, body, 1].min(-1) - floor >= AIRBORNE_M, flight + 1, 0)
+        longest = np.maximum(longest, flight)
     share = low / standing_hips(db)
     if traces is not None:
         traces["drawn"] = np.stack(drawn)
     return {"characters": len(seeds), "frames": frames, "seconds": frames / fps, "finite": finite,
             "fallen": int((share < FALLEN).sum()), "sunk": int((share < SUNK).sum()),
-            "lowest_hips": float(share.min()), "head_above_hips": head_up}
+            "lowest_hips": float(share.min()), "head_above_hips": head_up,
+            "airborne": int((longest >= AIRBORNE_S * fps).sum()), "longest_flight_s": float(longest.max() / fps)}

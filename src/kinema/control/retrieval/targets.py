@@ -5,12 +5,13 @@ keys, so a card or a closing note reports pass or fail without a number typed by
 No target can be won by a useless controller alone: a frozen pose passes skating and loses
 motion energy and Fréchet distance; a damped one lowers joint error and fails the energy
 gate; a model that ignores the stick loses root and heading error; a gliding one fails the
-stride floor and a thrashing one its ceiling.
+stride floor and a thrashing one its ceiling; a floating crowd never falls, and fails the
+floor count.
 """
 from __future__ import annotations
 
 from kinema.control.retrieval.metrics import ENERGY_GATE
-from kinema.control.retrieval.scenarios import SCENARIOS, requested_path_m
+from kinema.control.retrieval.scenarios import AIRBORNE_M, AIRBORNE_S, SCENARIOS, requested_path_m
 
 STRIDE_FRACTION = 0.75   # of the database's stride ratio: below it the legs do not carry the root
 STRIDE_CEILING = 1.5     # of the database's stride ratio: above it the legs thrash around the root
@@ -102,6 +103,10 @@ def check_targets(result: dict) -> list[dict]:
             ok = crowd["fallen"] == 0 and crowd["head_above_hips"] and crowd["finite"]
             add("crowd on its feet", crowd["fallen"], f"no one of {crowd['characters']} on wandering sticks lies down "
                 f"in {crowd['seconds']:g} s (hips below half the standing height), head above hips", ok)
+            # a character that floats never lies down: the fall count passes it
+            add("crowd on the floor", crowd.get("airborne"), f"no one of {crowd['characters']} with every body joint "
+                f">= {AIRBORNE_M:g} m above the floor for {AIRBORNE_S:g} s or longer",
+                None if "airborne" not in crowd else crowd["airborne"] == 0)
         mm_sc = result.get("scenarios_motion_matching")
         if mm_sc and moving:
             worst = max(s["foot_skate_cm_s"] / max(mm_sc[n]["foot_skate_cm_s"], 1e-6) for n, s in moving.items())

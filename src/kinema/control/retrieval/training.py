@@ -160,6 +160,7 @@ class TrainSettings:
     stride_weight: float = 0.0   # the toes' character-space speed per second of rollout against the truth's
     posture_weight: float = 0.0  # the hips' height per second of rollout against the truth's (sinking, falling)
     upright: bool = False     # train only on windows and rollouts where the data stays on its feet (a locomotion controller)
+    upright_rollouts: bool = False  # only the free rollouts start where the data stays on its feet (teacher forcing sees every row)
     path_weight: float = 0.0
     planted: bool = False     # rollouts move their roots by the planted-foot rule, as the runtime may
     free_chain: int = 1       # free-stage steps in a row that continue the same rollouts (1: each starts from the truth)
@@ -175,6 +176,12 @@ class TrainSettings:
     stick_skate: float = 0.1   # ... this much of the skating term (skate_loss on the predicted toes on the floor)
     stick_step: float = 0.0    # ... this much of step_loss (each toe down once a second while the path moves)
     stick_posture: float = 1.0  # ... this much of the posture term (hips outside UPRIGHT_BAND of the standing height)
+
+    @property
+    def upright_free(self) -> bool:
+        """Whether the free rollouts start only where the data stays on its feet (``upright``
+        or ``upright_rollouts``; the stick rollouts always do)."""
+        return self.upright or self.upright_rollouts
 
     def __post_init__(self) -> None:
         if self.skate_on not in SKATE_ON:
@@ -684,7 +691,7 @@ def rollout_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSetting
     is its own, and the frame-by-frame pose error pulls it to the mean pose)."""
     db = retriever.db
     if carry is None:
-        starts = rollout_starts(db, clips, s.context + chain * horizon + 1, s.batch, rng, upright=s.upright)
+        starts = rollout_starts(db, clips, s.context + chain * horizon + 1, s.batch, rng, upright=s.upright_free)
         ex = retriever.exclusions(db.clip_of(starts))
     else:
         starts = ex = None
