@@ -147,3 +147,21 @@ def test_a_raised_knee_fails_the_feet_down_target(result):
     knee["scenarios"]["idle"]["feet_down_share"] = 0.3
     row = _row(knee, "feet down when let go")
     assert row["passed"] is False and row["value"] == 0.3
+
+
+def test_a_twin_that_blows_up_fails_the_gain_target(result):
+    """The retrieval gain counts only against a twin that stays a model: the shipped LaFAN1
+    twin (30.5 cm against the frozen pose's 30.7) passes with the gain it has; session 28's
+    rebuilt-velocity twin blew up in the windows (2.9e8 cm), which made the gain +100% with an
+    interval above 0, and fails it, as does a NaN twin."""
+    fr = result["free_running"]
+    assert fr["baselines"]["no_retrieval_model"]["joint_error_cm"] <= 2 * fr["baselines"]["copy_previous"]["joint_error_cm"]
+    assert _row(result, "gain_vs_twin")["passed"] is (fr["gain_vs_twin"] >= 0.15 and fr["gain_vs_twin_ci95"][0] > 0)
+    for error in (288580128.0, float("nan")):
+        blown = copy.deepcopy(result)
+        blown["free_running"]["baselines"]["no_retrieval_model"]["joint_error_cm"] = error
+        blown["free_running"].update(gain_vs_twin=1.0, gain_vs_twin_ci95=[1e-3, 1e19])
+        assert _row(blown, "gain_vs_twin")["passed"] is False
+        fair = copy.deepcopy(blown)
+        fair["free_running"]["baselines"]["no_retrieval_model"]["joint_error_cm"] = 35.0
+        assert _row(fair, "gain_vs_twin")["passed"] is True

@@ -16,6 +16,7 @@ from kinema.control.retrieval.scenarios import AIRBORNE_M, AIRBORNE_S, SCENARIOS
 STRIDE_FRACTION = 0.75   # of the database's stride ratio: below it the legs do not carry the root
 STRIDE_CEILING = 1.5     # of the database's stride ratio: above it the legs thrash around the root
 MOVING_PATH_M = 5.0      # a scenario whose requested path is longer than this (m) asks to move
+TWIN_BLOWUP = 2.0        # a twin more than this x a frozen pose's joint error has blown up: no fair gain
 FEET_DOWN_FRACTION = 0.9  # of the database's feet-down share while standing (1 where the data never stands)
 
 
@@ -47,7 +48,11 @@ def check_targets(result: dict) -> list[dict]:
         add("frechet vs motion matching", me["frechet"], f"<= {mm['frechet']:.4g}", me["frechet"] <= mm["frechet"])
     if "gain_vs_twin" in fr:
         lo = fr["gain_vs_twin_ci95"][0]
-        add("gain_vs_twin", fr["gain_vs_twin"], ">= 0.15, interval above 0", fr["gain_vs_twin"] >= 0.15 and lo > 0)
+        # a twin that blows up in the windows loses to anything: its gain is +100% with an
+        # interval above 0 (session 28's rebuilt-velocity twin, 2.9e8 cm) and measures nothing
+        fair = _twin_holds(fr)
+        add("gain_vs_twin", fr["gain_vs_twin"], f">= 0.15, interval above 0, the twin's joint error within "
+            f"{TWIN_BLOWUP:g} x a frozen pose's", fr["gain_vs_twin"] >= 0.15 and lo > 0 and fair)
     else:
         add("gain_vs_twin", None, ">= 0.15 (needs --baseline)", None)
     h = fr.get("horizons")
@@ -117,6 +122,16 @@ def check_targets(result: dict) -> list[dict]:
     else:
         add("scenarios", None, "needs --scenarios", None)
     return rows
+
+
+def _twin_holds(fr: dict) -> bool:
+    """Whether the no-retrieval twin of a ``free_running`` result stays a model: its mean
+    joint error finite and within :data:`TWIN_BLOWUP` x the frozen pose's (``copy_previous``;
+    True when either was not run)."""
+    twin, frozen = fr["baselines"].get("no_retrieval_model"), fr["baselines"].get("copy_previous")
+    if twin is None or frozen is None:
+        return True
+    return bool(twin["joint_error_cm"] <= TWIN_BLOWUP * frozen["joint_error_cm"])   # False for NaN and inf
 
 
 def _path_m(name: str, scenario: dict) -> float:
