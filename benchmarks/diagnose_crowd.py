@@ -24,8 +24,6 @@ import argparse
 import numpy as np
 
 from kinema.control.retrieval.evaluate import CROWD_COUNT, CROWD_FRAMES, evaluation_crowd, open_database
-from kinema.control.retrieval.metrics import floor_height
-from kinema.control.retrieval.pose import body_joints
 from kinema.control.retrieval.scenarios import AIRBORNE_M, FALLEN, head_joint, run_crowd, standing_hips
 from kinema.matching.database import upright_mask
 from kinema.nn.checkpoint import load_checkpoint
@@ -44,7 +42,7 @@ def crowd_traces(checkpoint: str, db, seed: int) -> tuple[dict, dict[str, np.nda
     p = traces["drawn"]                                               # (F, N, J, 3) world
     hips = p[..., db.roles["hips"], 1]
     return result, {"hips": hips / standing_hips(db), "head_minus_hips": p[..., head_joint(db), 1] - hips,
-                    "lowest": p[..., body_joints(db), 1].min(-1) - floor_height(db)}
+                    "lowest": traces["lowest"]}
 
 
 def falls(traces: dict[str, np.ndarray], fps: float) -> list[dict]:
@@ -85,9 +83,8 @@ def main() -> None:
     for seed in seeds:
         result, tr = crowd_traces(a.checkpoint, db, seed)
         rows = falls(tr, db.fps)
-        n = {"fallen": result["fallen"], "sunk": result["sunk"],
+        n = {"fallen": result["fallen"], "sunk": result["sunk"], "airborne": result["airborne"],
              "leaps": sum(r["kind"] == "leap" for r in rows), "head_down": sum(r["head_down_frames"] > 0 for r in rows)}
-        n["airborne"] = result["airborne"]
         for k in total:
             total[k] += n[k]
         print(f"| {seed} | {n['fallen']} | {n['sunk']} | {n['leaps']} | {n['head_down']} | {n['airborne']} "

@@ -292,7 +292,8 @@ def run_crowd(crowd, seeds: np.ndarray, frames: int = 600, fps: float = 60.0, tr
     :data:`AIRBORNE_M` above the floor of :func:`~kinema.control.retrieval.metrics.floor_height`
     for :data:`AIRBORNE_S` or longer: a character that floats never lies down, so ``fallen``
     passes it) and ``longest_flight_s`` (the crowd's longest such flight). ``traces``, when
-    given, receives ``drawn`` (frames, N, J, 3): the world joint positions of every frame."""
+    given, receives ``drawn`` (frames, N, J, 3), the world joint positions of every frame, and
+    ``lowest`` (frames, N), the lowest body joint's height above that floor (m)."""
     from kinema.control.retrieval.pose import body_joints
 
     db = crowd.db
@@ -301,20 +302,22 @@ def run_crowd(crowd, seeds: np.ndarray, frames: int = 600, fps: float = 60.0, tr
     flight = np.zeros(len(seeds), int)
     longest = np.zeros_like(flight)
     head_up, finite = True, True
-    drawn = [] if traces is not None else None
+    drawn, lowest = [], []
     for f in range(frames):
         crowd.drive(crowd_sticks(f / fps, seeds), 1.0 / fps)
         pos = crowd.joint_positions()
-        if drawn is not None:
-            drawn.append(pos.copy())
         finite &= bool(np.isfinite(pos).all())
         low = np.minimum(low, pos[:, hips, 1])
         head_up &= bool(np.all(pos[:, head, 1] > pos[:, hips, 1]))
-        flight = np.where(pos[:, body, 1].min(-1) - floor >= AIRBORNE_M, flight + 1, 0)
+        above = pos[:, body, 1].min(-1) - floor
+        flight = np.where(above >= AIRBORNE_M, flight + 1, 0)
         longest = np.maximum(longest, flight)
+        if traces is not None:
+            drawn.append(pos.copy())
+            lowest.append(above)
     share = low / standing_hips(db)
     if traces is not None:
-        traces["drawn"] = np.stack(drawn)
+        traces.update(drawn=np.stack(drawn), lowest=np.stack(lowest))
     return {"characters": len(seeds), "frames": frames, "seconds": frames / fps, "finite": finite,
             "fallen": int((share < FALLEN).sum()), "sunk": int((share < SUNK).sum()),
             "lowest_hips": float(share.min()), "head_above_hips": head_up,
