@@ -233,6 +233,39 @@ def test_rigid_pose_keeps_a_sunk_pose_above_the_ground(games105_db):
     assert torch.isfinite(t.grad).all()
 
 
+def test_rigid_pose_keeps_the_hips_within_the_datas_reach_of_the_root(games105_db):
+    """A pose whose hips strayed 2 m from the root (the runaway of session 28's LaFAN1 twin:
+    root-space hips at 1e10 m after 5 s from a lying pose, fed back through the rebuilt
+    velocities) is pulled back horizontally until the hips lie at the data's reach, every body
+    joint by the same step (bones and heights unchanged), in NumPy and torch; the database's
+    rows, whose hips never stray past the reach by its definition, are kept."""
+    import torch
+
+    from kinema.control.retrieval.pose import hips_reach, rigid_pose
+
+    db = games105_db
+    hips = db.roles["hips"]
+    reach = hips_reach(db)
+    rows = joint_positions(db, db.pose)[:, hips]
+    assert reach == pytest.approx(np.hypot(rows[:, 0], rows[:, 2]).max())
+    poses = db.pose[::7]
+    np.testing.assert_allclose(rigid_pose(db, poses, reach=reach), poses, atol=2e-6)
+    strayed = poses.copy()
+    jp = joint_positions(db, strayed)
+    jp[:, hips, 0] += 2.0
+    assert np.hypot(*joint_positions(db, rigid_pose(db, strayed))[:, hips][:, [0, 2]].T).min() > 1.9   # no reach: kept
+    fixed = joint_positions(db, rigid_pose(db, strayed, reach=reach))
+    np.testing.assert_allclose(np.hypot(fixed[:, hips, 0], fixed[:, hips, 2]), reach, atol=1e-5)
+    orig = joint_positions(db, poses)
+    np.testing.assert_allclose(fixed - fixed[:, hips:hips + 1], orig - orig[:, hips:hips + 1], atol=1e-4)   # one rigid step
+    np.testing.assert_allclose(fixed[..., 1], orig[..., 1], atol=1e-5)
+    t = torch.as_tensor(strayed, dtype=torch.float64).requires_grad_()
+    out = rigid_pose(db, t, reach=reach)
+    np.testing.assert_allclose(joint_positions(db, out.detach().numpy()), fixed, atol=1e-5)
+    out.sum().backward()
+    assert torch.isfinite(t.grad).all()
+
+
 def test_inertialized_matching_starts_where_the_actor_is(games105_db, games105_retriever):
     """The runtime motion-matching baseline starts from the true pose (inertialized), so
     its first frame is much nearer the truth than playback's jump to the matched row."""

@@ -202,7 +202,7 @@ class RetrievalCrowd:
             new = self.norm.denormalise(o["pose"].numpy())
             if self.rigid:
                 new = rigid_pose(self.db, new, self.retriever.ground, self.unit,
-                                 self.poses if self.velocities else None)
+                                 self.poses if self.velocities else None, self.retriever.reach)
             self.contacts = (torch.sigmoid(o["contact_logits"]).numpy() > 0.5).astype(np.float32)
         bad = ~np.isfinite(new).all(-1)
         if bad.any():

@@ -19,6 +19,10 @@ rest length, pass through the ground (the LaFAN1 crowd had one character's feet 
 under it within 10 s). With ``ground`` (:func:`ground_height`: the lowest a toe reaches in
 the database's rows) :func:`rigid_pose` lifts every pose whose lowest body joint lies below
 it by the difference: no foot of a predicted pose goes lower than the data's feet do.
+With ``reach`` (:func:`hips_reach`: the farthest the data's hips stray horizontally from the
+root) the hips are likewise pulled back toward the root: session 28's LaFAN1 twin, started
+from a lying pose, let its root-space hips drift sideways, the velocities rebuilt from that
+drift fed it, and the hips were 1e10 m from the root after 5 s.
 
 A 6D rotation decodes the same whatever the scale of its first column and the part of its
 second along the first (:mod:`kinema.maths.sixd`), so nothing ties the raw 6D a network
@@ -95,6 +99,14 @@ def ground_height(db: Database) -> float:
     return float(y.min())
 
 
+def hips_reach(db: Database) -> float:
+    """The farthest (m) the hips stray horizontally from the root in the database's rows, in
+    root space (LaFAN1 0.33 m, its root a smoothed path under the hips; Bandai-Namco 2 cm):
+    how far :func:`rigid_pose` lets a predicted pose's hips stray."""
+    hips = db.pose[:, pose_slice(db, "joint_positions")].reshape(db.rows, db.num_joints, 3)[:, db.roles["hips"]]
+    return float(np.hypot(hips[:, 0], hips[:, 2]).max())
+
+
 def joint_steps(db: Database, prev: Array, new: Array) -> Array:
     """World displacement (..., J, 3) in metres of every joint over one frame, from raw pose
     vectors ``prev`` to ``new`` (..., P), in ``new``'s root space. The root moves as
@@ -117,7 +129,7 @@ def joint_steps(db: Database, prev: Array, new: Array) -> Array:
 
 
 def rigid_pose(db: Database, poses: Array, ground: float | None = None, unit: bool = False,
-               prev: Array | None = None) -> Array:
+               prev: Array | None = None, reach: float | None = None) -> Array:
     """Raw pose vectors (..., P) of ``db``'s layout with the joint positions replaced by
     forward kinematics of their own 6D rotations over ``db``'s rest offsets, the hips (and
     roots) kept where the pose puts them. Velocities and root motion unchanged.
@@ -128,7 +140,9 @@ def rigid_pose(db: Database, poses: Array, ground: float | None = None, unit: bo
     their Gram-Schmidt frames' two columns (the rotation each encodes, in the data's form);
     False keeps them as predicted. ``prev`` (..., P): the raw pose drawn one frame before;
     the joint velocities are then the rebuilt joints' motion from it (:func:`joint_steps`
-    times the frame rate); None keeps them as predicted."""
+    times the frame rate); None keeps them as predicted. ``reach`` (m, :func:`hips_reach`):
+    a pose whose hips lie farther from the root's vertical axis is moved back horizontally
+    (every body joint, by the same step) until they lie at it; None leaves them."""
     lay = {name: (a, b) for name, a, b in db.pose_layout}
     j = db.num_joints
     pa, pb = lay["joint_positions"]
@@ -151,6 +165,8 @@ def rigid_pose(db: Database, poses: Array, ground: float | None = None, unit: bo
         nearer = (err < best)[..., None, None]
         fk = torch.where(nearer, cand, fk) if is_torch(cand) else np.where(nearer, cand, fk)
         best = torch.minimum(err, best) if is_torch(err) else np.minimum(err, best)
+    if reach is not None:
+        fk = _within_reach(db, fk, reach)
     if ground is not None:
         body = body_joints(db)
         up = np.zeros((db.num_joints, 3))
@@ -177,11 +193,28 @@ def rigid_pose(db: Database, poses: Array, ground: float | None = None, unit: bo
     return cat([out[..., :va], vel, out[..., vb:]], axis=-1)
 
 
+def _within_reach(db: Database, fk: Array, reach: float) -> Array:
+    """Joint positions (..., J, 3) with every body joint moved horizontally, by the same
+    step, until the hips lie within ``reach`` (m) of the root's vertical axis."""
+    h = db.roles["hips"]
+    flat = np.zeros((db.num_joints, 3))
+    flat[body_joints(db)] = [1.0, 0.0, 1.0]
+    hips = fk[..., h, :]
+    if is_torch(fk):
+        r = torch.sqrt(hips[..., 0] ** 2 + hips[..., 2] ** 2)
+        pull = 1.0 - reach / r.clamp(min=reach)                              # 0 within reach
+        flat = torch.as_tensor(flat, dtype=fk.dtype, device=fk.device)
+    else:
+        r = np.hypot(hips[..., 0], hips[..., 2])
+        pull = 1.0 - reach / np.maximum(r, reach)
+    return fk - (pull[..., None] * hips)[..., None, :] * flat
+
+
 def rigid_pose_normalised(db: Database, poses_n: torch.Tensor, mean: torch.Tensor, std: torch.Tensor,
                           ground: float | None = None, unit: bool = False,
-                          prev_n: torch.Tensor | None = None) -> torch.Tensor:
+                          prev_n: torch.Tensor | None = None, reach: float | None = None) -> torch.Tensor:
     """:func:`rigid_pose` of normalised pose vectors (..., P) (``(raw - mean) / std``; the
     same for ``prev_n``), returned normalised: the model-space form training and rollouts
     use (differentiable)."""
     prev = None if prev_n is None else prev_n * std + mean
-    return (rigid_pose(db, poses_n * std + mean, ground, unit, prev) - mean) / std
+    return (rigid_pose(db, poses_n * std + mean, ground, unit, prev, reach) - mean) / std

@@ -243,7 +243,8 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray | 
     so a rollout with only the null token, the ablation, is a case the model was trained on))
     and scheduled sampling; None is deterministic. ``rigid``: every predicted pose has its
     joint positions rebuilt from its rotations and, with ``ground``, lifted above the
-    ``retriever``'s ground (:func:`kinema.control.retrieval.pose.rigid_pose`, differentiable)
+    ``retriever``'s ground with the hips kept within its reach of the root
+    (:func:`kinema.control.retrieval.pose.rigid_pose`, differentiable)
     before it is scored and fed back, as the runtime controller does; with ``unit`` its 6D
     rotations are also made the unit columns of the rotations they encode, and with
     ``velocities`` its joint velocities are its joints' motion from the pose before it.
@@ -275,7 +276,7 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray | 
         if not rigid:
             return x
         return rigid_pose_normalised(source, x, mean, std, retriever.ground if ground else None, unit,
-                                     before if velocities else None)
+                                     before if velocities else None, retriever.reach if ground else None)
     # normalised target poses of rows (the retriever's cached array when rolling out on its database)
     poses_n = retriever.poses_n if source is retriever.db else None
 

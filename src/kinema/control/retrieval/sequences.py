@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kinema.control.retrieval.pose import ground_height
+from kinema.control.retrieval.pose import ground_height, hips_reach
 from kinema.errors import KinemaError
 from kinema.features.normalisation import Normaliser
 from kinema.matching.database import Database
@@ -41,7 +41,8 @@ class Retriever:
 
     ``ground`` is the floor (m) rigid poses are kept above
     (:func:`kinema.control.retrieval.pose.ground_height` of ``db``; set it to None for the
-    hips' height as predicted, the runtime before the floor).
+    hips' height as predicted, the runtime before the floor), and ``reach`` how far their
+    hips may stray from the root (:func:`kinema.control.retrieval.pose.hips_reach`).
     """
 
     def __init__(self, db: Database, norm: Normaliser, k: int = 4, top: int = 16, tau: float = 0.5,
@@ -58,6 +59,7 @@ class Retriever:
         self.delta_n = ((db.pose[succ] - db.pose) / norm.std).astype(np.float32)
         self.contacts = db.contacts.astype(np.float32)
         self.ground = ground_height(db)
+        self.reach = hips_reach(db)
 
     @classmethod
     def for_checkpoint(cls, db: Database, norm: Normaliser, meta: dict, **kwargs) -> Retriever:

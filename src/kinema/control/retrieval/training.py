@@ -444,7 +444,8 @@ def teacher_forced_loss(model, sampler: WindowSampler, s: TrainSettings, rng: np
         # velocities rebuilt from the clean input pose (the one before each target)
         pred = rigid_pose_normalised(sampler.db, pred, t_(norm.mean), t_(norm.std),
                                      sampler.r.ground if s.ground else None, s.unit_6d,
-                                     t_(b.pose) if s.rebuilt_velocities else None)
+                                     t_(b.pose) if s.rebuilt_velocities else None,
+                                     sampler.r.reach if s.ground else None)
     return pose_loss(pred, t_(b.target), out["contact_logits"], t_(b.contacts),
                      s.contact_weight, pose_slice(sampler.db, "joint_positions"), s.position_weight)
 
