@@ -725,6 +725,29 @@ def test_rigid_rollouts_stay_above_the_ground(games105_db, games105_retriever):
     assert TrainSettings().ground is False   # the shipped recipes train without it (session 15)
 
 
+def test_rigid_rollouts_keep_the_hips_within_reach(games105_db, games105_retriever):
+    """The same untrained network with fed-back velocities lets its root-space hips stray
+    from the root; a rigid rollout (training's, the evaluation's, like the runtime) keeps
+    every drawn pose's hips within the data's reach, ground or not, and the raw prediction,
+    the pose before :func:`rigid_pose`, strays past it."""
+    import torch
+
+    from kinema.control.retrieval.rollout import rollout
+
+    db, r = games105_db, games105_retriever
+    model, starts = _untrained_model_and_starts(db, r)
+    hips = db.roles["hips"]
+    for ground in (True, False):
+        with torch.no_grad():
+            out = rollout(model, r, db, starts, 8, 48, rigid=True, ground=ground, velocities=True)
+        h = joint_positions(db, r.norm.denormalise(out.pose.numpy()))[..., hips, :]
+        assert np.hypot(h[..., 0], h[..., 2]).max() <= r.reach + 1e-5
+    with torch.no_grad():
+        raw = rollout(model, r, db, starts, 8, 48, velocities=True)
+    h = joint_positions(db, r.norm.denormalise(raw.pose.numpy()))[..., hips, :]
+    assert np.hypot(h[..., 0], h[..., 2]).max() > 2 * r.reach
+
+
 def test_a_stick_steer_asks_for_the_path_its_sticks_ask_for():
     """A :class:`StickSteer` (the stick-driven rollouts' joystick) runs the runtime's
     springs on the crowd's wandering sticks: a walking stick pushed straight ahead at its

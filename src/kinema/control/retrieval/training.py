@@ -149,7 +149,7 @@ class TrainSettings:
     val_horizon: int = 60
     threads: int = 1
     device: str = "cpu"
-    rigid: bool = False
+    rigid: bool = False       # joint positions rebuilt from the predicted rotations, hips within the data's reach of the root
     ground: bool = False      # with rigid: training's poses are also lifted above the data's lowest toe, as the runtime draws them
     unit_6d: bool = False     # with rigid: every predicted 6D is made the unit columns of its rotation before it is scored and fed back
     rebuilt_velocities: bool = False   # with rigid: every predicted pose's joint velocities are its joints' motion from the pose before
@@ -445,7 +445,7 @@ def teacher_forced_loss(model, sampler: WindowSampler, s: TrainSettings, rng: np
         pred = rigid_pose_normalised(sampler.db, pred, t_(norm.mean), t_(norm.std),
                                      sampler.r.ground if s.ground else None, s.unit_6d,
                                      t_(b.pose) if s.rebuilt_velocities else None,
-                                     sampler.r.reach if s.ground else None)
+                                     sampler.r.reach)
     return pose_loss(pred, t_(b.target), out["contact_logits"], t_(b.contacts),
                      s.contact_weight, pose_slice(sampler.db, "joint_positions"), s.position_weight)
 
