@@ -50,7 +50,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from kinema.control.retrieval.metrics import pose_slice
+from kinema.control.retrieval.metrics import joint_positions
 from kinema.matching.database import Database
 from kinema.maths import quat, sixd
 from kinema.maths.backend import Array, cat, is_torch
@@ -95,7 +95,7 @@ def ground_height(db: Database) -> float:
     data's own lying poses reach lower with other joints (LaFAN1's hands and spine, to
     -10 cm), so those rows are lifted by a few centimetres; every row on its feet is kept."""
     toes = [db.roles["left_toe"], db.roles["right_toe"]]
-    y = db.pose[:, pose_slice(db, "joint_positions")].reshape(db.rows, db.num_joints, 3)[:, toes, 1]
+    y = joint_positions(db, db.pose)[:, toes, 1]
     return float(y.min())
 
 
@@ -103,7 +103,7 @@ def hips_reach(db: Database) -> float:
     """The farthest (m) the hips stray horizontally from the root in the database's rows, in
     root space (LaFAN1 0.33 m, its root a smoothed path under the hips; Bandai-Namco 2 cm):
     how far :func:`rigid_pose` lets a predicted pose's hips stray."""
-    hips = db.pose[:, pose_slice(db, "joint_positions")].reshape(db.rows, db.num_joints, 3)[:, db.roles["hips"]]
+    hips = joint_positions(db, db.pose)[:, db.roles["hips"]]
     return float(np.hypot(hips[:, 0], hips[:, 2]).max())
 
 

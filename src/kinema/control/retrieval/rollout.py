@@ -242,9 +242,9 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray | 
     (``dropout`` = (all per frame, each per frame, the whole rollout including its context:
     so a rollout with only the null token, the ablation, is a case the model was trained on))
     and scheduled sampling; None is deterministic. ``rigid``: every predicted pose has its
-    joint positions rebuilt from its rotations and, with ``ground``, kept within the
-    ``retriever``'s reach of the root (always, as at runtime) and, with ``ground``, lifted
-    above its ground (:func:`kinema.control.retrieval.pose.rigid_pose`, differentiable)
+    joint positions rebuilt from its rotations, its hips kept within the ``retriever``'s
+    reach of the root (always, as at runtime) and, with ``ground``, lifted above its ground
+    (:func:`kinema.control.retrieval.pose.rigid_pose`, differentiable)
     before it is scored and fed back, as the runtime controller does; with ``unit`` its 6D
     rotations are also made the unit columns of the rotations they encode, and with
     ``velocities`` its joint velocities are its joints' motion from the pose before it.
