@@ -116,6 +116,40 @@ def test_window_candidates_refresh_every_6_frames_and_advance_by_one(db, retriev
         assert not np.isin(db.clip_of(rows[b]), [c, db.twins[c]]).any()
 
 
+def _decode_rows(retriever, payload_pose):
+    """Database rows of candidate payload poses (..., P), by exact match."""
+    flat = payload_pose.reshape(-1, payload_pose.shape[-1])
+    return np.array([((retriever.poses_n - f) ** 2).sum(-1).argmin() for f in flat]).reshape(payload_pose.shape[:-1])
+
+
+def test_own_take_candidates_sit_at_a_constant_offset_and_leave_every_other_draw_alone(db, retriever):
+    clips = np.arange(len(db.ranges))
+    base = WindowSampler(retriever, clips, 24, seed=1).batch(16)
+    own = WindowSampler(retriever, clips, 24, seed=1, own_share=0.5, own_shift=10).batch(16)
+    # windows, poses and every other slot drawn exactly as without the option (the twin's recipe)
+    np.testing.assert_array_equal(base.rows, own.rows)
+    np.testing.assert_array_equal(base.pose, own.pose)
+    changed = (base.candidates != own.candidates).any(-1).any(1)            # (B, k)
+    assert (changed.sum(1) <= 1).all() and 2 <= changed.any(1).sum() <= 14
+    for b in np.flatnonzero(changed.any(1)):
+        s = int(np.flatnonzero(changed[b])[0])
+        rows = _decode_rows(retriever, own.candidates[b, :, s, :db.pose_width])
+        assert (db.clip_of(rows) == db.clip_of(own.rows[b, 0])).all()       # its own take
+        offset = rows - own.rows[b, :-1]
+        inside = (rows > db.ranges[db.clip_of(rows), 0]) & (rows < db.ranges[db.clip_of(rows), 1] - 2)
+        assert np.abs(offset).max() <= 10 and len(set(offset[inside])) <= 1   # one constant shift
+    # offset 0: the exact row, at the cost 0 of a perfect match
+    exact = WindowSampler(retriever, clips, 24, seed=1, own_share=1.0, own_shift=0).batch(4)
+    slot = (exact.candidates[..., -1] == 0).all(1)                           # (B, k)
+    assert slot.any(1).all()
+    for b in range(4):
+        s = int(np.flatnonzero(slot[b])[0])
+        np.testing.assert_array_equal(_decode_rows(retriever, exact.candidates[b, :, s, :db.pose_width]),
+                                      exact.rows[b, :-1])
+    with pytest.raises(ValueError, match="own_share"):
+        WindowSampler(retriever, clips, 24, own_share=1.5)
+
+
 def test_joystick_is_relative_to_the_given_root(db):
     rows = np.arange(db.ranges[4, 0], db.ranges[4, 1] - 1, 11)
     true = control_at(db, rows, db.root_positions[rows], db.root_directions[rows])

@@ -99,6 +99,18 @@ def test_retrieval_gain_is_measured_and_never_exactly_zero(result):
     assert 0 < result["teacher_forced"]["baselines"]["copy_previous"]["joint_error_cm"] < 5
 
 
+def test_the_oracle_database_holds_the_evaluated_future(trained):
+    path, meta, db, val = trained
+    clips = [str(Path(__file__).resolve().parents[2] / "src/kinema/assets/sample/games105/walk60.bvh")]
+    fr = evaluate(path, db, clips, **EVAL, oracle=True)["free_running"]
+    o = fr["oracle"]
+    # motion matching finds the exact rows in it (near 0 cm), and not in the training database
+    assert max(o["joint_error_cm"]["motion_matching"]) < 0.5
+    assert min(fr["horizons"]["joint_error_cm"]["motion_matching"]) > 1.0
+    assert o["joint_error_cm"]["with"] == fr["horizons"]["joint_error_cm"]["with"]
+    assert len(o["uptake"]) == len(o["frames"]) == len(o["drop_ci95"]) and all(np.isfinite(o["uptake"]))
+
+
 def test_eval_cli_fails_on_a_gain_of_exactly_zero(trained, tmp_path, sample_data, capsys):
     """A model that cannot read candidates (use_retrieval off) gives gain == 0.0: refused."""
     cfg = load_config(CONFIG)

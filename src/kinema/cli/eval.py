@@ -46,6 +46,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="move every free-running method's root by the planted-foot rule (toes on the floor "
                              "stay put; kinema.control.planted), the same way for all (default: as the "
                              "checkpoint was trained, as its runtime controller does)")
+    parser.add_argument("--oracle", action="store_true",
+                        help="also run the model and motion matching with a database that holds the evaluated clips "
+                             "themselves (their exact future retrievable): how much of what its candidates carry the "
+                             "model uses (uptake 0: none, 1: as much as motion matching)")
     parser.add_argument("--plot", metavar="PNG", help="also draw the per-frame free-running joint error of the "
                                                      "model and every baseline into this PNG")
     parser.add_argument("--json", action="store_true", help="print the full result as JSON")
@@ -72,6 +76,14 @@ def format_table(result: dict) -> str:
             ci = h["other_minus_model_ci95"].get(name)
             cells = [f"{v:.2f}" + ("" if ci is None else f" [{ci[i][0]:+.1f},{ci[i][1]:+.1f}]") for i, v in enumerate(vals)]
             lines.append(f"  {name:24}" + "".join(f"{c:>24}" for c in cells))
+    o = result["free_running"].get("oracle")
+    if o:
+        lines.append("oracle database (the evaluated clips retrievable): joint error (cm) over the first N frames")
+        lines.append(f"  {'':24}" + "".join(f"{n:>24}" for n in o["frames"]))
+        for name, label in (("with", "model, its database"), ("oracle", "model, oracle database"),
+                            ("motion_matching", "motion matching, oracle")):
+            lines.append(f"  {label:24}" + "".join(f"{v:>24.2f}" for v in o["joint_error_cm"][name]))
+        lines.append(f"  {'uptake':24}" + "".join(f"{u:>24.2f}" for u in o["uptake"]))
     mm_sc = result.get("scenarios_motion_matching") or {}
     for name, sc in (result.get("scenarios") or {}).items():
         mm = mm_sc.get(name)
@@ -120,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
                       baseline=args.baseline, max_windows=args.max_windows,
                       mirror=args.mirror, stability_frames=args.stability, rigid=not args.raw_positions,
                       scenarios=args.scenarios, scenario_frames=args.scenario_frames, foot_lock=args.foot_lock,
-                      planted=args.planted)
+                      planted=args.planted, oracle=args.oracle)
     result["command"] = portable_command(sys.argv[sys.argv.index("eval") + 1:]) if "eval" in sys.argv[1:] else None
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1))

@@ -258,7 +258,7 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
              context: int = 32, stride: int = 120, baseline: str | Path | None = None, max_windows: int | None = None,
              mirror: bool = False, seed: int = 0, stability_frames: int = 0, random_rows: bool = False,
              rigid: bool = True, scenarios: Sequence[str] | None = None, scenario_frames: int = 3600,
-             foot_lock: bool = False, planted: bool | None = None) -> dict:
+             foot_lock: bool = False, planted: bool | None = None, oracle: bool = False) -> dict:
     """Evaluate ``checkpoint`` on ``clips`` with retrieval from ``db`` (see module docstring).
 
     ``frames`` is shortened to what the longest clip allows (reported as ``frames``);
@@ -282,7 +282,10 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     playback baselines', motion matching's, the scenarios' runtime) is moved by the
     planted-foot rule (:func:`kinema.control.planted.planted_root`: toes on the floor stay
     put), the same way for all; None: as the checkpoint was trained (its ``train.planted``),
-    as its runtime controller moves it by default.
+    as its runtime controller moves it by default;
+    ``oracle``: also run the model and motion matching with a database that holds the
+    evaluated clips themselves, nothing excluded (``free_running.oracle``,
+    :func:`oracle_summary`): how much of what its candidates carry the model uses.
     """
     from kinema.control.retrieval.controller import RetrievalController, trained_planted, trained_rebuilt_velocities, trained_unit_6d
 
@@ -342,7 +345,7 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     tf = _regime(tf_with, tf_without, tf_base, tf_truth, groups, seed)
 
     # Free running.
-    def run(m, use, retr=retriever, unit=unit, velocities=velocities):
+    def run(m, use, retr=retriever, unit=unit, velocities=velocities, exclude=exclude):
         with torch.no_grad():
             r = rollout(m, retr, source, starts, context, frames, retrieval=use, exclude=exclude, rigid=rigid,
                         unit=unit, velocities=velocities, planted=plant)
@@ -382,6 +385,12 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     fr["frame_joint_error_cm"] = {name: m["_frame_joint_error_cm"].mean(0).tolist()
                                   for name, m in {"with": fr_with, "without": fr_without, **fr_base}.items()}
     fr["per_clip"] = _per_clip(source, groups, {"with": fr_with, "without": fr_without, **fr_base}, fr_truth)
+    if oracle and model.use_retrieval:
+        odb = oracle_database(meta, clips, db)
+        fr_oracle = run(model, True, Retriever.for_checkpoint(odb, norm, meta), exclude=None)
+        mm_oracle = window_metrics(*matching_rollout(odb, source, starts, context, frames, None, planted=plant)[:1],
+                                   truth, norm, db, floor)
+        fr["oracle"] = oracle_summary(fr_with, fr_oracle, mm_oracle, frames, groups, seed)
     out = {"checkpoint": portable_path(checkpoint), "database": db.fingerprint, "fps": float(db.fps),
            "clips": [portable_path(c) for c in clips],
            "windows": int(len(starts)), "mirrored": mirror, "context": context, "frames": int(frames), "stride": stride,
@@ -411,6 +420,39 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
         out["database_stride_ratio"] = database_stride_ratio(db)
         out["database_feet_down_share"] = database_feet_down_share(db)
     return out
+
+
+def oracle_database(meta: dict, clips: Sequence[str | Path], db: Database) -> Database:
+    """The checkpoint's training clips and the evaluated ``clips`` in one database (with the
+    training's mirroring): the exact future of every evaluation window is retrievable."""
+    from kinema.control.retrieval.training import build_clips, split_clips
+    from kinema.matching.database import expand_paths
+
+    cfg = meta["config"]
+    train = split_clips(cfg)[0]
+    known = {p.stem for p in train}
+    extra = [p for p in expand_paths([Path(c) for c in clips]) if p.stem not in known]
+    return build_clips(train + extra, db.config, bool(cfg["data"].get("mirror", True)), like=db)
+
+
+def oracle_summary(with_m: dict, oracle_m: dict, mm_oracle: dict, frames: int, groups: np.ndarray,
+                   seed: int = 0) -> dict:
+    """Joint error (cm, over the first h frames for h in HORIZONS) of the model with its
+    database (``with``), with the oracle database (``oracle``, :func:`oracle_database`) and
+    of motion matching with the oracle database (``motion_matching``: near 0, it finds the
+    exact rows); ``drop_ci95`` the paired interval of ``with - oracle``, and ``uptake`` the
+    share of the way from ``with`` to motion matching's oracle error that the oracle
+    candidates take the model: about 0 for a model that ignores what they carry (however
+    much it loses without them), 1 for one that follows exact candidates like motion
+    matching."""
+    hs = [h for h in HORIZONS if h <= frames] or [frames]
+    err = {"with": with_m["_frame_joint_error_cm"], "oracle": oracle_m["_frame_joint_error_cm"],
+           "motion_matching": mm_oracle["_frame_joint_error_cm"]}
+    table = {name: [float(e[:, :h].mean()) for h in hs] for name, e in err.items()}
+    uptake = [(w - o) / max(w - m, 1e-9) for w, o, m in zip(table["with"], table["oracle"], table["motion_matching"])]
+    drop = [grouped_bootstrap_ci(err["with"][:, :h].mean(1) - err["oracle"][:, :h].mean(1), groups, seed=seed)
+            for h in hs]
+    return {"frames": hs, "joint_error_cm": table, "drop_ci95": drop, "uptake": uptake}
 
 
 CROWD_COUNT, CROWD_FRAMES = 64, 600   # the scenarios' crowd: 64 characters for 10 s

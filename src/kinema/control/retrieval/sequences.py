@@ -140,12 +140,25 @@ class Batch:
 
 class WindowSampler:
     """Random windows of ``length + 1`` rows inside the training clips of ``db`` with
-    candidates from each search row's ground-truth query (searched once per row)."""
+    candidates from each search row's ground-truth query (searched once per row).
+
+    ``own_share`` of the windows have one of their k candidate slots hold the window's own
+    take instead, shifted by a constant offset drawn in [-``own_shift``, ``own_shift``]
+    frames, with its true matching cost: a candidate whose quality runs from exact (offset 0)
+    to half a second out of phase, so the network sees candidates worth following and can
+    learn how far to trust one from its cost (searches exclude the own take, so without it
+    every candidate it trains on is another take's approximation). Its draws come from a
+    generator of their own: the other candidates, windows and noise are drawn exactly as
+    without it, so a no-retrieval twin trained without it is this recipe's twin."""
 
     def __init__(self, retriever: Retriever, clips: np.ndarray, length: int, seed: int = 0,
-                 allowed: np.ndarray | None = None):
+                 allowed: np.ndarray | None = None, own_share: float = 0.0, own_shift: int = 30):
         self.r, self.db, self.length = retriever, retriever.db, length
         self.rng = np.random.default_rng(seed)
+        if not 0.0 <= own_share <= 1.0 or own_shift < 0:
+            raise ValueError(f"own_share must lie in [0, 1] and own_shift be >= 0, got {own_share}, {own_shift}")
+        self.own_share, self.own_shift = own_share, own_shift
+        self.own_rng = np.random.default_rng([seed, 1])
         # allowed: (R,) the only start rows to draw from (e.g. where the data stays upright)
         self.allowed = None
         if allowed is not None:
@@ -192,12 +205,35 @@ class WindowSampler:
         idx, cost = self.r.sample(top, top_cost, self.rng)
         idx = idx.reshape(b, length, -1)
         cost = cost.reshape(b, length, -1)
+        if self.own_share > 0:
+            idx, cost = self._own_take(searched, idx, cost)
         # One sample per search: frames sharing a search share its candidates.
         first = np.maximum(np.arange(length)[None] - since, 0)
         idx = np.take_along_axis(idx, first[..., None], 1)
         cost = np.take_along_axis(cost, first[..., None], 1)
         cur = self.db.successor(idx, since[..., None])
         return self.r.payload(cur, cost)
+
+    def _own_take(self, searched: np.ndarray, idx: np.ndarray, cost: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """Searched rows (B, L), sampled rows and costs (B, L, k) -> the same with one slot
+        of ``own_share`` of the windows holding the own take at a constant offset."""
+        b, length, k = idx.shape
+        which = self.own_rng.random(b) < self.own_share
+        shift = self.own_rng.integers(-self.own_shift, self.own_shift + 1, b)
+        slot = self.own_rng.integers(0, k, b)
+        if not which.any():
+            return idx, cost
+        rows = searched[which]
+        lo = self.db.ranges[self.db.clip_of(rows[:, 0]), 0][:, None]
+        hi = self.db.ranges[self.db.clip_of(rows[:, 0]), 1][:, None] - 2   # a successor must exist
+        own = np.clip(rows + shift[which, None], lo, hi)
+        f = self.db.features
+        own_cost = ((f[own] - f[rows]) ** 2).sum(-1).astype(cost.dtype)  # the search's squared distance
+        idx, cost = idx.copy(), cost.copy()
+        idx[which, :, slot[which]] = own
+        cost[which, :, slot[which]] = own_cost
+        return idx, cost
 
     def batch(self, batch: int) -> Batch:
         starts = self.starts(batch)

@@ -72,7 +72,9 @@ fingerprint (the checkpoint's metadata holds the exact command).
 ``model`` (RetrievalMamba arguments), ``retrieval`` (top, tau, refresh; ``random = true``
 trains on uniformly random rows: the control of the ablations; ``exclude_group``: a regular
 expression naming a clip's group, e.g. its actor, whose other clips a training query may
-not retrieve either, see :func:`clip_groups`), ``train``
+not retrieve either, see :func:`clip_groups`; ``own_share``, ``own_shift``: the share of
+teacher-forced windows given one candidate from their own take, shifted by up to
+``own_shift`` frames, see :class:`~kinema.control.retrieval.sequences.WindowSampler`), ``train``
 (see :class:`TrainSettings`) and ``out`` (checkpoint path).
 """
 from __future__ import annotations
@@ -1072,8 +1074,10 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
     retriever = make_retriever(cfg, db, norm)
     model = make_model(cfg, db, retriever).to(s.device)
     train_clips = np.arange(len(db.ranges))
+    rc = cfg.get("retrieval", {})
     sampler = WindowSampler(retriever, train_clips, s.window, seed=s.seed,
-                            allowed=upright_rows(db, s.window + 1) if s.upright else None)
+                            allowed=upright_rows(db, s.window + 1) if s.upright else None,
+                            own_share=float(rc.get("own_share", 0.0)), own_shift=int(rc.get("own_shift", 30)))
     opt = torch.optim.AdamW(model.parameters(), lr=s.lr, weight_decay=s.weight_decay)
     total = s.warmup + s.scheduled + s.free
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(i / max(total, 1), 1))))
