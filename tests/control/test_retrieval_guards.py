@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from kinema.cli.main import main
+from kinema.control.retrieval.card import model_card
 from kinema.control.retrieval.evaluate import evaluate
 from kinema.control.retrieval.rollout import teacher_forced_candidates
 from kinema.control.retrieval.sequences import Retriever
@@ -102,13 +103,17 @@ def test_retrieval_gain_is_measured_and_never_exactly_zero(result):
 def test_the_oracle_database_holds_the_evaluated_future(trained):
     path, meta, db, val = trained
     clips = [str(Path(__file__).resolve().parents[2] / "src/kinema/assets/sample/games105/walk60.bvh")]
-    fr = evaluate(path, db, clips, **EVAL, oracle=True)["free_running"]
+    result = evaluate(path, db, clips, **EVAL, oracle=True)
+    fr = result["free_running"]
     o = fr["oracle"]
     # motion matching finds the exact rows in it (near 0 cm), and not in the training database
     assert max(o["joint_error_cm"]["motion_matching"]) < 0.5
     assert min(fr["horizons"]["joint_error_cm"]["motion_matching"]) > 1.0
     assert o["joint_error_cm"]["with"] == fr["horizons"]["joint_error_cm"]["with"]
     assert len(o["uptake"]) == len(o["frames"]) == len(o["drop_ci95"]) and all(np.isfinite(o["uptake"]))
+    # the card shows the table, its uptake row from the result
+    card = model_card(load_checkpoint(path)[1], result, "tiny")
+    assert "an oracle database" in card and "| uptake | " + " | ".join(f"{u:.2f}" for u in o["uptake"]) in card
 
 
 def test_eval_cli_fails_on_a_gain_of_exactly_zero(trained, tmp_path, sample_data, capsys):

@@ -161,6 +161,20 @@ def model_card(meta: dict, result: dict | None, path: str = "") -> str:
                 cells = [f"{v:.2f}" + ("" if ci is None else f" [{ci[i][0]:+.2f}, {ci[i][1]:+.2f}]")
                          for i, v in enumerate(vals)]
                 lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        o = result["free_running"].get("oracle")
+        if o:
+            lines += ["", "### What the candidates carry: an oracle database", "",
+                      "The same windows with a database that also holds the evaluated clips (their exact future "
+                      "retrievable, nothing excluded). Uptake: the share of the way from this model's error to "
+                      "motion matching's with that database that the oracle candidates take it (0: it ignores "
+                      "what they carry; 1: it follows exact candidates as motion matching does).", ""]
+            lines += ["| | " + " | ".join(f"{n} frames" for n in o["frames"]) + " |", "|---|" + "---|" * len(o["frames"])]
+            for name, label in (("with", "this model, its database"), ("oracle", "this model, oracle database"),
+                                ("motion_matching", "motion matching, oracle database")):
+                lines.append(f"| {label} | " + " | ".join(f"{v:.2f}" for v in o["joint_error_cm"][name]) + " |")
+            lines.append("| drop, 95% interval | " + " | ".join(f"[{lo:+.2f}, {hi:+.2f}]" for lo, hi in o["drop_ci95"])
+                         + " |")
+            lines.append("| uptake | " + " | ".join(f"{u:.2f}" for u in o["uptake"]) + " |")
         st = result.get("stability")
         if st and st.get("windows"):
             lines += ["", "### Stability", ""]

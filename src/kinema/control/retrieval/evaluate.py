@@ -41,7 +41,9 @@ started from the actor's pose and following the same path; ``motion_matching_pla
 (search every ``refresh`` frames, play successors, no inertialization); copying the
 previous pose (a reference: it wins joint error past 0.5 s by not moving, and loses every
 energy figure); the nearest candidate's successor; the same model fed random database rows
-(control); and optionally ``no_retrieval_model``.
+(control); and optionally ``no_retrieval_model``. With ``oracle`` the model and motion
+matching also retrieve from a database that holds the evaluated clips (``oracle``: the
+model's uptake of candidates that carry the exact future, :func:`oracle_summary`).
 """
 from __future__ import annotations
 
