@@ -12,7 +12,7 @@ import torch
 
 from kinema.cli.main import main
 from kinema.control.retrieval.card import model_card
-from kinema.control.retrieval.evaluate import evaluate
+from kinema.control.retrieval.evaluate import evaluate, oracle_summary
 from kinema.control.retrieval.rollout import teacher_forced_candidates
 from kinema.control.retrieval.sequences import Retriever
 from kinema.control.retrieval.training import build_databases, load_config, train
@@ -110,10 +110,21 @@ def test_the_oracle_database_holds_the_evaluated_future(trained):
     assert max(o["joint_error_cm"]["motion_matching"]) < 0.5
     assert min(fr["horizons"]["joint_error_cm"]["motion_matching"]) > 1.0
     assert o["joint_error_cm"]["with"] == fr["horizons"]["joint_error_cm"]["with"]
-    assert len(o["uptake"]) == len(o["frames"]) == len(o["drop_ci95"]) and all(np.isfinite(o["uptake"]))
+    assert len(o["uptake"]) == len(o["frames"]) == len(o["drop_ci95"])
+    # defined at every horizon: motion matching's oracle error is far below the model's
+    assert all(u is not None and np.isfinite(u) for u in o["uptake"])
     # the card shows the table, its uptake row from the result
     card = model_card(load_checkpoint(path)[1], result, "tiny")
     assert "an oracle database" in card and "| uptake | " + " | ".join(f"{u:.2f}" for u in o["uptake"]) in card
+
+
+def test_uptake_is_undefined_where_motion_matchings_oracle_is_no_better():
+    err = np.ones((4, 30))
+    with_m = {"_frame_joint_error_cm": 3.0 * err}
+    oracle_m = {"_frame_joint_error_cm": 2.0 * err}
+    near = {"_frame_joint_error_cm": np.concatenate([0.0 * err[:, :15], 30.0 * err[:, 15:]], 1)}
+    o = oracle_summary(with_m, oracle_m, near, 30, np.arange(4))
+    assert o["frames"] == [15, 30] and o["uptake"][0] == pytest.approx(1 / 3) and o["uptake"][1] is None
 
 
 def test_eval_cli_fails_on_a_gain_of_exactly_zero(trained, tmp_path, sample_data, capsys):

@@ -83,7 +83,7 @@ def format_table(result: dict) -> str:
         for name, label in (("with", "model, its database"), ("oracle", "model, oracle database"),
                             ("motion_matching", "motion matching, oracle")):
             lines.append(f"  {label:24}" + "".join(f"{v:>24.2f}" for v in o["joint_error_cm"][name]))
-        lines.append(f"  {'uptake':24}" + "".join(f"{u:>24.2f}" for u in o["uptake"]))
+        lines.append(f"  {'uptake':24}" + "".join(f"{'-' if u is None else f'{u:.2f}':>24}" for u in o["uptake"]))
     mm_sc = result.get("scenarios_motion_matching") or {}
     for name, sc in (result.get("scenarios") or {}).items():
         mm = mm_sc.get(name)

@@ -174,7 +174,7 @@ def model_card(meta: dict, result: dict | None, path: str = "") -> str:
                 lines.append(f"| {label} | " + " | ".join(f"{v:.2f}" for v in o["joint_error_cm"][name]) + " |")
             lines.append("| drop, 95% interval | " + " | ".join(f"[{lo:+.2f}, {hi:+.2f}]" for lo, hi in o["drop_ci95"])
                          + " |")
-            lines.append("| uptake | " + " | ".join(f"{u:.2f}" for u in o["uptake"]) + " |")
+            lines.append("| uptake | " + " | ".join("-" if u is None else f"{u:.2f}" for u in o["uptake"]) + " |")
         st = result.get("stability")
         if st and st.get("windows"):
             lines += ["", "### Stability", ""]

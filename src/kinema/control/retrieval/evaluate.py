@@ -446,12 +446,16 @@ def oracle_summary(with_m: dict, oracle_m: dict, mm_oracle: dict, frames: int, g
     share of the way from ``with`` to motion matching's oracle error that the oracle
     candidates take the model: about 0 for a model that ignores what they carry (however
     much it loses without them), 1 for one that follows exact candidates like motion
-    matching."""
+    matching; None at a horizon where motion matching's oracle error is not at least 10%
+    below the model's (short clips whose ends motion matching may not retrieve)."""
     hs = [h for h in HORIZONS if h <= frames] or [frames]
     err = {"with": with_m["_frame_joint_error_cm"], "oracle": oracle_m["_frame_joint_error_cm"],
            "motion_matching": mm_oracle["_frame_joint_error_cm"]}
     table = {name: [float(e[:, :h].mean()) for h in hs] for name, e in err.items()}
-    uptake = [(w - o) / max(w - m, 1e-9) for w, o, m in zip(table["with"], table["oracle"], table["motion_matching"])]
+    # undefined (None) where motion matching's oracle error is not clearly below the model's:
+    # the database then holds no better future than the model already draws
+    uptake = [(w - o) / (w - m) if w - m > 0.1 * w else None
+              for w, o, m in zip(table["with"], table["oracle"], table["motion_matching"])]
     drop = [grouped_bootstrap_ci(err["with"][:, :h].mean(1) - err["oracle"][:, :h].mean(1), groups, seed=seed)
             for h in hs]
     return {"frames": hs, "joint_error_cm": table, "drop_ci95": drop, "uptake": uptake}
