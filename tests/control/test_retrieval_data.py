@@ -150,6 +150,25 @@ def test_own_take_candidates_sit_at_a_constant_offset_and_leave_every_other_draw
         WindowSampler(retriever, clips, 24, own_share=1.5)
 
 
+def test_rollout_own_take_slot_follows_the_truth_with_the_predicted_states_cost(db, retriever):
+    from kinema.control.retrieval.rollout import CandidateStream, OwnTake, query
+    rows = np.array([db.ranges[0, 0] + 30, db.ranges[2, 0] + 40, db.ranges[4, 0] + 50])
+    which, shift, slot = own = OwnTake(1.0, 5, np.random.default_rng(0)).pick(3, retriever.k)
+    assert which.all() and np.abs(shift).max() <= 5
+    stream = CandidateStream(retriever, retriever.exclusions(db.clip_of(rows)), None, own=own)
+    poses, ctrl = db.pose[rows] + 0.01, db.trajectory[rows]          # a drifted state
+    got, _ = stream(0, poses, ctrl, rows)
+    b = np.arange(3)
+    np.testing.assert_array_equal(got[b, slot], rows + shift)
+    q = query(retriever, poses, ctrl)
+    np.testing.assert_allclose(stream.cost[b, slot], ((db.features[rows + shift] - q) ** 2).sum(-1), rtol=1e-5)
+    others = np.ones(got.shape, bool)
+    others[b, slot] = False
+    assert not (db.clip_of(got) == db.clip_of(rows)[:, None])[others].any()   # the rest: other takes
+    got, _ = stream(1, poses, ctrl, rows + 1)                                  # advancing with the truth
+    np.testing.assert_array_equal(got[b, slot], rows + shift + 1)
+
+
 def test_joystick_is_relative_to_the_given_root(db):
     rows = np.arange(db.ranges[4, 0], db.ranges[4, 1] - 1, 11)
     true = control_at(db, rows, db.root_positions[rows], db.root_directions[rows])

@@ -118,32 +118,70 @@ def query(retriever: Retriever, poses: np.ndarray, control: np.ndarray) -> np.nd
 
 
 
+@dataclass
+class OwnTake:
+    """Training only: ``share`` of the rollouts that follow their take (not a stick) get one
+    candidate slot from that take, at a constant offset within ``shift`` frames of the
+    frame the truth has reached, with its matching cost against the *predicted* state's
+    query: a candidate worth following, whose cost grows as the rollout drifts (the
+    free-running counterpart of :class:`~kinema.control.retrieval.sequences.WindowSampler`'s
+    ``own_share``). ``rng`` is a generator of its own, so the other draws are unchanged."""
+
+    share: float
+    shift: int
+    rng: np.random.Generator
+
+    def pick(self, b: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(which (B,) bool, shift (B,), slot (B,)) for a batch of ``b`` rollouts."""
+        return (self.rng.random(b) < self.share, self.rng.integers(-self.shift, self.shift + 1, b),
+                self.rng.integers(0, k, b))
+
+
 class CandidateStream:
     """Retrieval during a rollout: search every ``refresh`` frames, advance rows between.
 
     ``phase`` (B,) staggers the searches (a runtime crowd): sequence i searches on the frames
     where ``(t + phase[i]) % refresh == 0`` (and on the first call); None searches every
-    sequence on the same frames."""
+    sequence on the same frames. ``own`` (training, :meth:`OwnTake.pick`): the rollouts
+    whose searches put one slot on their own take, read from the ``truth`` rows passed
+    with each call."""
 
     def __init__(self, retriever: Retriever, exclude: np.ndarray | None, rng: np.random.Generator | None,
-                 phase: np.ndarray | None = None):
+                 phase: np.ndarray | None = None,
+                 own: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None):
         self.r, self.exclude, self.rng = retriever, exclude, rng
         self.rows = self.cost = None
         self.since = 0
         self.phase = None if phase is None else np.asarray(phase, np.int64)
+        self.own = own if own is not None and own[0].any() else None
 
-    def __call__(self, t: int, poses: np.ndarray, control: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Rows (B, k) and payloads (B, k, W) for frame ``t`` from raw poses/joysticks."""
+    def __call__(self, t: int, poses: np.ndarray, control: np.ndarray, truth: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """Rows (B, k) and payloads (B, k, W) for frame ``t`` from raw poses/joysticks
+        (``truth``: (B,) the rows the rollouts' takes have reached, for ``own``)."""
         if self.phase is not None and self.rows is not None:
             self._staggered(t, poses, control)
         elif self.rows is None or t % self.r.refresh == 0:
-            idx, cost = self.r.search(query(self.r, poses, control), self.exclude)
+            q = query(self.r, poses, control)
+            idx, cost = self.r.search(q, self.exclude)
             self.rows, self.cost = self.r.sample(idx, cost, self.rng)
             self.since = 0 if self.phase is None else np.zeros(len(poses), np.int64)
+            if self.own is not None and truth is not None:
+                self._own_take(q, truth)
         else:
             self.since += 1
         rows = self.r.db.successor(self.rows, self.since if self.phase is None else self.since[:, None])
         return rows, self.r.payload(rows, self.cost)
+
+    def _own_take(self, q: np.ndarray, truth: np.ndarray) -> None:
+        """Put the own take's row (truth + shift, inside its clip) in the chosen slot."""
+        which, shift, slot = self.own
+        db = self.r.db
+        clip = db.clip_of(truth[which])
+        own = np.clip(truth[which] + shift[which], db.ranges[clip, 0], db.ranges[clip, 1] - 2)
+        self.rows, self.cost = self.rows.copy(), self.cost.copy()
+        self.rows[which, slot[which]] = own
+        self.cost[which, slot[which]] = ((db.features[own] - q[which]) ** 2).sum(-1)
 
     def _staggered(self, t: int, poses: np.ndarray, control: np.ndarray) -> None:
         """Search only the sequences due at frame ``t``; the others advance one row."""
@@ -232,7 +270,7 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray | 
             rigid: bool = False, ground: bool = True, unit: bool = False, velocities: bool = False,
             planted: float | None = None,
             carry: Carry | None = None,
-            steer: StickSteer | None = None) -> Rollout:
+            steer: StickSteer | None = None, own: OwnTake | None = None) -> Rollout:
     """Roll ``model`` out from rows ``starts`` (B,) (see the module docstring): ``horizon``
     predicted frames, rows ``starts + context .. starts + context + horizon - 1``, which must
     lie in one clip each (the first is the context's own last prediction).
@@ -262,6 +300,9 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray | 
     only say where the context comes from (the targets are the clip's, held at its last
     frame past its end, unused by a stick-driven loss). A carried rollout continues with the steer it was steered by (its
     springs and sticks run on), and only with it.
+
+    ``own`` (training, :class:`OwnTake`): a share of the fresh rollouts that follow their
+    take get one candidate slot from it at every search (a carried rollout keeps its draw).
     """
     if carry is not None and (steer is None) != (carry.steer is None):
         raise KinemaError("a carried rollout continues with the steer it was driven by (and only a steered one with a steer)")
@@ -302,7 +343,8 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray | 
         if steer is not None:
             steer.start(start_pos, start_dir)
         root_pos, root_dir = mover(start_pos, start_dir, norm.denormalise(prev.detach().cpu().numpy()))
-        stream = CandidateStream(retriever, exclude, rng) if uses else None
+        pick = None if own is None or steer is not None else own.pick(b, retriever.k)
+        stream = CandidateStream(retriever, exclude, rng, own=pick) if uses else None
         # The context's last output is the first predicted frame (row last + 1), as for the
         # playback baselines: every rollout and baseline is scored on rows last+1 .. last+horizon.
         row0, steps, frames = last + 1, horizon - 1, 0
@@ -338,7 +380,7 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray | 
         ctrl = control_at(source, rows, root_pos, root_dir) if steer is None else steer(root_pos, root_dir)
         cand = mask = None
         if uses:
-            _, cand = stream(frames + h, raw_prev, ctrl)
+            _, cand = stream(frames + h, raw_prev, ctrl, rows)
             mask = t_(_dropout_mask(b, retriever.k, rng, p_all, p_each) & seq_keep[:, None])
             cand = t_(cand)
         o, state = model.step(state, t_(ctrl), prev, cand, mask)

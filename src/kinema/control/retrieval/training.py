@@ -74,7 +74,9 @@ trains on uniformly random rows: the control of the ablations; ``exclude_group``
 expression naming a clip's group, e.g. its actor, whose other clips a training query may
 not retrieve either, see :func:`clip_groups`; ``own_share``, ``own_shift``: the share of
 teacher-forced windows given one candidate from their own take, shifted by up to
-``own_shift`` frames, see :class:`~kinema.control.retrieval.sequences.WindowSampler`), ``train``
+``own_shift`` frames, see :class:`~kinema.control.retrieval.sequences.WindowSampler`; with
+``own_rollouts = true`` also that share of the rollouts that follow their take,
+:class:`~kinema.control.retrieval.rollout.OwnTake`), ``train``
 (see :class:`TrainSettings`) and ``out`` (checkpoint path).
 """
 from __future__ import annotations
@@ -96,7 +98,7 @@ import torch.nn.functional as F
 from kinema.control.planted import plant_weights, planted_shift
 from kinema.control.retrieval.metrics import floor_height, pose_slice
 from kinema.control.retrieval.pose import joint_steps, rigid_pose_normalised
-from kinema.control.retrieval.rollout import Carry, Rollout, rollout, teacher_forced_candidates, toe_positions
+from kinema.control.retrieval.rollout import Carry, OwnTake, Rollout, rollout, teacher_forced_candidates, toe_positions
 from kinema.control.retrieval.scenarios import TOE_DOWN_M, database_stride_ratio, standing_hips
 from kinema.control.retrieval.sequences import RandomRetriever, Retriever, WindowSampler
 from kinema.control.retrieval.steering import StickSteer
@@ -686,7 +688,7 @@ def _used_terms(s: TrainSettings) -> dict:
 
 def rollout_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings, horizon: int, student: float,
                  rng: np.random.Generator, detach_every: int | None, floor: float, carry: Carry | None = None,
-                 chain: int = 1) -> tuple[torch.Tensor, Carry]:
+                 chain: int = 1, own: OwnTake | None = None) -> tuple[torch.Tensor, Carry]:
     """The loss of one batch of rollouts of ``horizon`` frames and the :class:`Carry` that
     continues them: fresh rollouts from random rows (with room for ``chain`` rollouts in a
     row), or, with ``carry``, the continuation of the last ones, whose pose and contact terms
@@ -700,7 +702,8 @@ def rollout_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSetting
         starts = ex = None
     r = rollout(model, retriever, db, starts, s.context, horizon, exclude=ex, rng=rng, student=student,
                 dropout=(s.drop_all, s.drop_each, s.drop_sequence), detach_every=detach_every, rigid=s.rigid,
-                ground=s.ground, unit=s.unit_6d, velocities=s.rebuilt_velocities, planted=floor if s.planted else None, carry=carry)
+                ground=s.ground, unit=s.unit_6d, velocities=s.rebuilt_velocities, planted=floor if s.planted else None, carry=carry,
+                own=own)
     loss = pose_loss(r.pose, r.target, r.contact_logits, r.target_contacts, s.contact_weight,
                      pose_slice(db, "joint_positions"), s.position_weight)
     if carry is not None:
@@ -926,14 +929,15 @@ def chained_step(run: Callable[[Carry | None, int], tuple[torch.Tensor, Carry]],
 
 
 def free_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings, rng: np.random.Generator,
-              floor: float, carry: Carry | None, chain_left: int, i: int) -> tuple[torch.Tensor, Carry | None, int, int]:
+              floor: float, carry: Carry | None, chain_left: int, i: int, own: OwnTake | None = None
+              ) -> tuple[torch.Tensor, Carry | None, int, int]:
     """The loss of free-stage step ``i``: :func:`chained_step` of :func:`rollout_loss`
     (fresh rollouts start from the truth with room for their chain of
     :func:`chain_length`). Returns (loss, carry, rollouts left in its chain, 1 if the chain
     broke else 0)."""
     def run(c: Carry | None, n: int) -> tuple[torch.Tensor, Carry]:
         return rollout_loss(model, retriever, clips, s, s.free_horizon, 1.0, rng, s.detach_every, floor, c,
-                            max(n, 1))
+                            max(n, 1), own)
 
     return chained_step(run, carry, chain_left, chain_length(s, i))
 
@@ -1030,7 +1034,8 @@ def partial_path(out: Path) -> Path:
 
 
 def _rng_states(rng, sampler, retriever) -> dict:
-    states = {"rng": rng.bit_generator.state, "sampler": sampler.rng.bit_generator.state}
+    states = {"rng": rng.bit_generator.state, "sampler": sampler.rng.bit_generator.state,
+              "own": sampler.own_rng.bit_generator.state}
     if hasattr(retriever, "rng"):
         states["retriever"] = retriever.rng.bit_generator.state
     return states
@@ -1039,6 +1044,8 @@ def _rng_states(rng, sampler, retriever) -> dict:
 def _set_rng_states(states: dict, rng, sampler, retriever) -> None:
     rng.bit_generator.state = states["rng"]
     sampler.rng.bit_generator.state = states["sampler"]
+    if "own" in states:   # runs started before the own-take option have none
+        sampler.own_rng.bit_generator.state = states["own"]
     if "retriever" in states:
         retriever.rng.bit_generator.state = states["retriever"]
 
@@ -1078,6 +1085,9 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
     sampler = WindowSampler(retriever, train_clips, s.window, seed=s.seed,
                             allowed=upright_rows(db, s.window + 1) if s.upright else None,
                             own_share=float(rc.get("own_share", 0.0)), own_shift=int(rc.get("own_shift", 30)))
+    # the rollouts' own-take candidates draw from the sampler's own-take generator
+    own = (OwnTake(sampler.own_share, sampler.own_shift, sampler.own_rng)
+           if rc.get("own_rollouts", False) and sampler.own_share > 0 else None)
     opt = torch.optim.AdamW(model.parameters(), lr=s.lr, weight_decay=s.weight_decay)
     total = s.warmup + s.scheduled + s.free
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(i / max(total, 1), 1))))
@@ -1115,10 +1125,10 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
             elif stage == "scheduled":
                 u = (step - s.warmup) / max(s.scheduled - 1, 1)
                 h = int(round(s.horizon[0] + u * (s.horizon[1] - s.horizon[0])))
-                loss, _ = rollout_loss(model, retriever, train_clips, s, h, u, rng, None, floor)
+                loss, _ = rollout_loss(model, retriever, train_clips, s, h, u, rng, None, floor, own=own)
             else:
                 loss, carry, chain_left, broke = free_loss(model, retriever, train_clips, s, rng, floor, carry,
-                                                           chain_left, step - s.warmup - s.scheduled)
+                                                           chain_left, step - s.warmup - s.scheduled, own)
                 broken += broke
                 if s.stick_weight > 0:
                     sl, stick_carry, stick_left, broke = stick_step(model, retriever, train_clips, s, rng, floor,
