@@ -151,7 +151,8 @@ def test_own_take_candidates_sit_at_a_constant_offset_and_leave_every_other_draw
 
 
 def test_rollout_own_take_slot_follows_the_truth_with_the_predicted_states_cost(db, retriever):
-    from kinema.control.retrieval.rollout import CandidateStream, OwnTake, query
+    from kinema.control.retrieval.rollout import CandidateStream, query
+    from kinema.control.retrieval.sequences import OwnTake
     rows = np.array([db.ranges[0, 0] + 30, db.ranges[2, 0] + 40, db.ranges[4, 0] + 50])
     which, shift, slot = own = OwnTake(1.0, 5, np.random.default_rng(0)).pick(3, retriever.k)
     assert which.all() and np.abs(shift).max() <= 5

@@ -390,7 +390,7 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     if oracle and model.use_retrieval:
         odb = oracle_database(meta, clips, db)
         fr_oracle = run(model, True, Retriever.for_checkpoint(odb, norm, meta), exclude=None)
-        mm_oracle = window_metrics(*matching_rollout(odb, source, starts, context, frames, None, planted=plant)[:1],
+        mm_oracle = window_metrics(matching_rollout(odb, source, starts, context, frames, None, planted=plant)[0],
                                    truth, norm, db, floor)
         fr["oracle"] = oracle_summary(fr_with, fr_oracle, mm_oracle, frames, groups, seed)
     out = {"checkpoint": portable_path(checkpoint), "database": db.fingerprint, "fps": float(db.fps),

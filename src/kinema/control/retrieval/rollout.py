@@ -29,7 +29,7 @@ import torch
 from kinema.control.planted import planted_root
 from kinema.control.retrieval.metrics import joint_positions
 from kinema.control.retrieval.pose import rigid_pose_normalised
-from kinema.control.retrieval.sequences import Retriever
+from kinema.control.retrieval.sequences import OwnTake, Retriever
 from kinema.control.retrieval.steering import StickSteer
 from kinema.errors import KinemaError
 from kinema.features.root import yaw_rotate
@@ -118,25 +118,6 @@ def query(retriever: Retriever, poses: np.ndarray, control: np.ndarray) -> np.nd
 
 
 
-@dataclass
-class OwnTake:
-    """Training only: ``share`` of the rollouts that follow their take (not a stick) get one
-    candidate slot from that take, at a constant offset within ``shift`` frames of the
-    frame the truth has reached, with its matching cost against the *predicted* state's
-    query: a candidate worth following, whose cost grows as the rollout drifts (the
-    free-running counterpart of :class:`~kinema.control.retrieval.sequences.WindowSampler`'s
-    ``own_share``). ``rng`` is a generator of its own, so the other draws are unchanged."""
-
-    share: float
-    shift: int
-    rng: np.random.Generator
-
-    def pick(self, b: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(which (B,) bool, shift (B,), slot (B,)) for a batch of ``b`` rollouts."""
-        return (self.rng.random(b) < self.share, self.rng.integers(-self.shift, self.shift + 1, b),
-                self.rng.integers(0, k, b))
-
-
 class CandidateStream:
     """Retrieval during a rollout: search every ``refresh`` frames, advance rows between.
 
@@ -176,12 +157,10 @@ class CandidateStream:
     def _own_take(self, q: np.ndarray, truth: np.ndarray) -> None:
         """Put the own take's row (truth + shift, inside its clip) in the chosen slot."""
         which, shift, slot = self.own
-        db = self.r.db
-        clip = db.clip_of(truth[which])
-        own = np.clip(truth[which] + shift[which], db.ranges[clip, 0], db.ranges[clip, 1] - 2)
+        own = OwnTake.place(self.r.db, truth[which], shift[which])
         self.rows, self.cost = self.rows.copy(), self.cost.copy()
         self.rows[which, slot[which]] = own
-        self.cost[which, slot[which]] = ((db.features[own] - q[which]) ** 2).sum(-1)
+        self.cost[which, slot[which]] = ((self.r.db.features[own] - q[which]) ** 2).sum(-1)
 
     def _staggered(self, t: int, poses: np.ndarray, control: np.ndarray) -> None:
         """Search only the sequences due at frame ``t``; the others advance one row."""

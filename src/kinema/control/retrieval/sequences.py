@@ -138,6 +138,35 @@ class Batch:
     rows: np.ndarray
 
 
+@dataclass
+class OwnTake:
+    """Training only: ``share`` of the sequences get one candidate slot from their own take,
+    at a constant offset within ``shift`` frames of the row their take has reached, with its
+    true matching cost (searches exclude the own take, so without it every candidate a
+    network trains on is another take's approximation). ``rng`` is a generator of its own,
+    so every other draw is what it is without it. Used by :class:`WindowSampler` (teacher
+    forced) and :class:`~kinema.control.retrieval.rollout.CandidateStream` (rollouts)."""
+
+    share: float
+    shift: int
+    rng: np.random.Generator
+
+    def __post_init__(self):
+        if not 0.0 <= self.share <= 1.0 or self.shift < 0:
+            raise ValueError(f"own_share must lie in [0, 1] and own_shift be >= 0, got {self.share}, {self.shift}")
+
+    def pick(self, b: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(which (B,) bool, shift (B,), slot (B,)) for a batch of ``b`` sequences."""
+        return (self.rng.random(b) < self.share, self.rng.integers(-self.shift, self.shift + 1, b),
+                self.rng.integers(0, k, b))
+
+    @staticmethod
+    def place(db: Database, rows: np.ndarray, shift: np.ndarray) -> np.ndarray:
+        """Rows (...) moved by ``shift`` (broadcast), kept inside their clip with a successor."""
+        clip = db.clip_of(rows)
+        return np.clip(rows + shift, db.ranges[clip, 0], db.ranges[clip, 1] - 2)
+
+
 class WindowSampler:
     """Random windows of ``length + 1`` rows inside the training clips of ``db`` with
     candidates from each search row's ground-truth query (searched once per row).
@@ -155,10 +184,7 @@ class WindowSampler:
                  allowed: np.ndarray | None = None, own_share: float = 0.0, own_shift: int = 30):
         self.r, self.db, self.length = retriever, retriever.db, length
         self.rng = np.random.default_rng(seed)
-        if not 0.0 <= own_share <= 1.0 or own_shift < 0:
-            raise ValueError(f"own_share must lie in [0, 1] and own_shift be >= 0, got {own_share}, {own_shift}")
-        self.own_share, self.own_shift = own_share, own_shift
-        self.own_rng = np.random.default_rng([seed, 1])
+        self.own = OwnTake(own_share, own_shift, np.random.default_rng([seed, 1]))
         # allowed: (R,) the only start rows to draw from (e.g. where the data stays upright)
         self.allowed = None
         if allowed is not None:
@@ -205,7 +231,7 @@ class WindowSampler:
         idx, cost = self.r.sample(top, top_cost, self.rng)
         idx = idx.reshape(b, length, -1)
         cost = cost.reshape(b, length, -1)
-        if self.own_share > 0:
+        if self.own.share > 0:
             idx, cost = self._own_take(searched, idx, cost)
         # One sample per search: frames sharing a search share its candidates.
         first = np.maximum(np.arange(length)[None] - since, 0)
@@ -218,16 +244,11 @@ class WindowSampler:
                   ) -> tuple[np.ndarray, np.ndarray]:
         """Searched rows (B, L), sampled rows and costs (B, L, k) -> the same with one slot
         of ``own_share`` of the windows holding the own take at a constant offset."""
-        b, length, k = idx.shape
-        which = self.own_rng.random(b) < self.own_share
-        shift = self.own_rng.integers(-self.own_shift, self.own_shift + 1, b)
-        slot = self.own_rng.integers(0, k, b)
+        which, shift, slot = self.own.pick(*idx.shape[::2])
         if not which.any():
             return idx, cost
         rows = searched[which]
-        lo = self.db.ranges[self.db.clip_of(rows[:, 0]), 0][:, None]
-        hi = self.db.ranges[self.db.clip_of(rows[:, 0]), 1][:, None] - 2   # a successor must exist
-        own = np.clip(rows + shift[which, None], lo, hi)
+        own = OwnTake.place(self.db, rows, shift[which, None])
         f = self.db.features
         own_cost = ((f[own] - f[rows]) ** 2).sum(-1).astype(cost.dtype)  # the search's squared distance
         idx, cost = idx.copy(), cost.copy()

@@ -76,7 +76,7 @@ not retrieve either, see :func:`clip_groups`; ``own_share``, ``own_shift``: the 
 teacher-forced windows given one candidate from their own take, shifted by up to
 ``own_shift`` frames, see :class:`~kinema.control.retrieval.sequences.WindowSampler`; with
 ``own_rollouts = true`` also that share of the rollouts that follow their take,
-:class:`~kinema.control.retrieval.rollout.OwnTake`), ``train``
+:class:`~kinema.control.retrieval.sequences.OwnTake`), ``train``
 (see :class:`TrainSettings`) and ``out`` (checkpoint path).
 """
 from __future__ import annotations
@@ -98,9 +98,9 @@ import torch.nn.functional as F
 from kinema.control.planted import plant_weights, planted_shift
 from kinema.control.retrieval.metrics import floor_height, pose_slice
 from kinema.control.retrieval.pose import joint_steps, rigid_pose_normalised
-from kinema.control.retrieval.rollout import Carry, OwnTake, Rollout, rollout, teacher_forced_candidates, toe_positions
+from kinema.control.retrieval.rollout import Carry, Rollout, rollout, teacher_forced_candidates, toe_positions
 from kinema.control.retrieval.scenarios import TOE_DOWN_M, database_stride_ratio, standing_hips
-from kinema.control.retrieval.sequences import RandomRetriever, Retriever, WindowSampler
+from kinema.control.retrieval.sequences import OwnTake, RandomRetriever, Retriever, WindowSampler
 from kinema.control.retrieval.steering import StickSteer
 from kinema.data import PREFIXES, data_relative, portable_path, sample_root, shared_root
 from kinema.errors import KinemaError, NonFiniteError
@@ -1035,7 +1035,7 @@ def partial_path(out: Path) -> Path:
 
 def _rng_states(rng, sampler, retriever) -> dict:
     states = {"rng": rng.bit_generator.state, "sampler": sampler.rng.bit_generator.state,
-              "own": sampler.own_rng.bit_generator.state}
+              "own": sampler.own.rng.bit_generator.state}
     if hasattr(retriever, "rng"):
         states["retriever"] = retriever.rng.bit_generator.state
     return states
@@ -1045,7 +1045,7 @@ def _set_rng_states(states: dict, rng, sampler, retriever) -> None:
     rng.bit_generator.state = states["rng"]
     sampler.rng.bit_generator.state = states["sampler"]
     if "own" in states:   # runs started before the own-take option have none
-        sampler.own_rng.bit_generator.state = states["own"]
+        sampler.own.rng.bit_generator.state = states["own"]
     if "retriever" in states:
         retriever.rng.bit_generator.state = states["retriever"]
 
@@ -1086,8 +1086,7 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
                             allowed=upright_rows(db, s.window + 1) if s.upright else None,
                             own_share=float(rc.get("own_share", 0.0)), own_shift=int(rc.get("own_shift", 30)))
     # the rollouts' own-take candidates draw from the sampler's own-take generator
-    own = (OwnTake(sampler.own_share, sampler.own_shift, sampler.own_rng)
-           if rc.get("own_rollouts", False) and sampler.own_share > 0 else None)
+    own = sampler.own if rc.get("own_rollouts", False) and sampler.own.share > 0 else None
     opt = torch.optim.AdamW(model.parameters(), lr=s.lr, weight_decay=s.weight_decay)
     total = s.warmup + s.scheduled + s.free
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(i / max(total, 1), 1))))
