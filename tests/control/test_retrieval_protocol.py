@@ -285,6 +285,37 @@ def test_inertialized_matching_starts_where_the_actor_is(games105_db, games105_r
     assert np.isfinite(mm).all()
 
 
+def test_matching_rollout_drives_the_controller_it_is_given(games105_db):
+    """``matching_rollout(controller=)`` drives that controller: a plain one reproduces the
+    default exactly, and a subclass that never transitions plays consecutive rows from the
+    row it started on (what ``benchmarks/learned_choice.py`` relies on to plug in a chooser)."""
+    from kinema.control.matching import MotionMatchingController
+    from kinema.control.retrieval.evaluate import matching_rollout
+
+    class Held(MotionMatchingController):
+        searches = 0
+
+        def _search(self, due, next_rows, request=None, clips=None):
+            self.searches += 1
+            return next_rows, np.zeros(len(due), bool)
+
+    db = games105_db
+    rows, _, _, _ = _windows(db, 60, 40)
+    starts = rows[:1, 0] - 16
+    clips = db.clip_of(starts)
+    exclude = np.stack([clips, db.twins[clips]], 1)
+    base = matching_rollout(db, db, starts, 16, 30, exclude)
+    same = matching_rollout(db, db, starts, 16, 30, exclude, controller=MotionMatchingController(db))
+    for a, b in zip(base, same):
+        np.testing.assert_array_equal(a, b)
+    held = Held(db)
+    out = matching_rollout(db, db, starts, 16, 30, exclude, controller=held)
+    assert held.searches == 30 // held.config.search_every
+    first = held.frame - 30
+    np.testing.assert_array_equal(out[3][0], db.contacts[first + 1:first + 31] > 0.5)
+    assert db.clip_of(first) == db.clip_of(held.frame)
+
+
 @pytest.fixture(scope="module")
 def sample_controller():
     from kinema.control.retrieval.evaluate import open_database

@@ -206,7 +206,8 @@ def _nearest_tf(retriever: Retriever, source: Database, rows: np.ndarray, exclud
 
 def matching_rollout(db: Database, source: Database, starts: np.ndarray, context: int, horizon: int,
                      exclude: np.ndarray | None = None, config: MatchingConfig | None = None,
-                     planted: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                     planted: float | None = None, controller: MotionMatchingController | None = None
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The runtime motion-matching controller (:class:`MotionMatchingController`, with
     inertialization and its transition rule) driven like :func:`rollout`: it starts from
     the true pose of each window's last context row (inertialized into the best match),
@@ -215,13 +216,15 @@ def matching_rollout(db: Database, source: Database, starts: np.ndarray, context
     as inertialized), root positions and directions (B, H, 3), and the toe contact labels
     (B, H, 2) of the rows played (what its runtime foot lock reads). ``planted``: toe floor
     height (m) of the planted-foot root correction applied after each of its steps, as for
-    the networks (:func:`kinema.control.planted.planted_root`)."""
+    the networks (:func:`kinema.control.planted.planted_root`). ``controller``: the one
+    character controller to drive (e.g. a subclass that chooses its own transitions;
+    default: a fresh :class:`MotionMatchingController` of ``db`` with ``config``)."""
     lay = {name: (a, b) for name, a, b in db.pose_layout}
     out = np.empty((len(starts), horizon, db.pose_width), np.float32)
     rps = np.empty((len(starts), horizon, 3), np.float32)
     rds = np.empty((len(starts), horizon, 3), np.float32)
     contacts = np.empty((len(starts), horizon, 2), bool)
-    ctl = MotionMatchingController(db, config=config)
+    ctl = MotionMatchingController(db, config=config) if controller is None else controller
     dt = 1.0 / db.fps
     for w, start in enumerate(starts):
         last = int(start + context - 1)
