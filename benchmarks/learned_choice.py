@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
@@ -223,7 +224,8 @@ class ChosenMatching(MotionMatchingController):
 class OracleMatching(MotionMatchingController):
     """Motion matching whose searches pick, among the same rows a chooser sees, the one of
     least d against the actor's own future (:meth:`Data.distance`): the headroom of any
-    chooser. ``row`` is the source row of the frame shown before the next :meth:`follow`."""
+    chooser. ``row`` is the source row whose frame the character shows now (the start: the
+    context's last row); a search picks what plays from the row after it."""
 
     def __init__(self, db: Database, data: Data, source: Database, source_joints: np.ndarray):
         super().__init__(db)
@@ -231,8 +233,9 @@ class OracleMatching(MotionMatchingController):
         self.row = 0
 
     def follow(self, request: np.ndarray, dt: float, clips=None) -> PoseState:
+        out = super().follow(request, dt, clips)
         self.row += 1
-        return super().follow(request, dt, clips)
+        return out
 
     def _search(self, due: np.ndarray, next_rows: np.ndarray, request: np.ndarray | None = None, clips=None
                 ) -> tuple[np.ndarray, np.ndarray]:
@@ -242,7 +245,7 @@ class OracleMatching(MotionMatchingController):
                        clips=clips, mask=self.search_mask)
         idx, _ = self.db.search(q, k=self.data.top, exclude=ex)
         idx = np.where(idx < 0, idx[:, :1], idx)
-        cand = np.concatenate([next_rows[:, None] - 1, idx], 1)
+        cand = np.concatenate([next_rows[:, None] - 1, idx], 1)   # as the chooser's: transition targets
         d = self.data.distance(self.source, self.source_joints, np.full(len(cand), self.row), cand)
         best = cand[np.arange(len(cand)), d.argmin(-1)]
         keep = best == next_rows - 1
@@ -251,7 +254,6 @@ class OracleMatching(MotionMatchingController):
 
 def evaluate(args) -> None:
     tensors = load_file(args.chooser)
-    from safetensors import safe_open
     with safe_open(args.chooser, "pt") as f:
         meta = f.metadata()
     cfg = load_config(meta["config"])
