@@ -301,6 +301,9 @@ def evaluate(args) -> None:
     ci = [grouped_bootstrap_ci(mm[:, :h].mean(1) - ch[:, :h].mean(1), groups) for h in hs]
     print("| motion matching − chooser, 95% | | " + " / ".join(f"[{a:+.1f}, {b:+.1f}]" for a, b in ci) + " |"
           + " |" * (len(names) - 2))
+    sp = [results[k]["joint_speed_ratio"] for k in ("motion matching", "chooser")]
+    lo, hi = grouped_bootstrap_ci(sp[0] - sp[1], groups)
+    print(f"| joint speed ratio, motion matching − chooser, 95% | | [{lo:+.2f}, {hi:+.2f}] |" + " |" * (len(names) - 2))
     s = {k: summary(v, truth_m) for k, v in results.items()}
     for key, fmt in (("joint_speed_ratio", ".2f"), ("accel_ratio", ".2f"), ("energy_window_fraction", ".2f"),
                      ("root_error_m", ".3f"), ("heading_error_deg", ".2f"), ("foot_skate_locked_cm_s", ".1f"),
