@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from safetensors import safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import nn
 
 from kinema.control.inertialize import PoseState
@@ -178,15 +178,45 @@ def train(args) -> None:
     print(f"wrote {args.out}")
 
 
-class ChosenMatching(MotionMatchingController):
-    """Motion matching whose searches are decided by a :class:`Chooser` (one character).
+class PickedMatching(MotionMatchingController):
+    """Motion matching (one character) whose every search is offered the ``data.top`` rows of
+    lowest cost and the row continuing the playing one (as a transition target: a transition
+    plays the row after it), and plays the one :meth:`pick` returns; picking the continuing
+    row keeps playing without a transition."""
+
+    def __init__(self, db: Database, data: Data):
+        super().__init__(db)
+        self.data = data
+
+    def pick(self, due: np.ndarray, q: np.ndarray, cand: np.ndarray, cost: np.ndarray) -> np.ndarray:
+        """(Q,) the column of ``cand`` (Q, 1 + top) to play for the characters ``due`` (Q,)
+        with queries ``q`` (Q, D) and matching costs ``cost`` (Q, 1 + top)."""
+        raise NotImplementedError
+
+    def _search(self, due: np.ndarray, next_rows: np.ndarray, request: np.ndarray | None = None, clips=None
+                ) -> tuple[np.ndarray, np.ndarray]:
+        cfg = self.config
+        q = self._queries(request)[due]
+        ex = Exclusion(current=self.frames[due], around=cfg.exclude_around, clip_end=cfg.exclude_clip_end,
+                       clips=clips, mask=self.search_mask)
+        idx, _ = self.db.search(q, k=self.data.top, exclude=ex)
+        idx = np.where(idx < 0, idx[:, :1], idx)
+        cand = np.concatenate([next_rows[:, None] - 1, idx], 1)
+        cost = ((self.db.features[cand] - q[:, None]) ** 2).sum(-1)
+        best = cand[np.arange(len(cand)), self.pick(due, q, cand, cost)]
+        keep = best == next_rows - 1
+        return np.where(keep, next_rows, best), ~keep
+
+
+class ChosenMatching(PickedMatching):
+    """:class:`PickedMatching` whose picks a :class:`Chooser` makes.
 
     ``context`` (L, D + P) normalised inputs of the frames before the start warm the
     chooser's history in :meth:`start_from`; every :meth:`follow` adds the current frame."""
 
     def __init__(self, db: Database, chooser: Chooser, data: Data):
-        super().__init__(db)
-        self.chooser, self.data = chooser, data
+        super().__init__(db, data)
+        self.chooser = chooser
         self.context: np.ndarray | None = None
         self.state = self.h = None
 
@@ -204,32 +234,20 @@ class ChosenMatching(MotionMatchingController):
         return super().follow(request, dt, clips)
 
     @torch.no_grad()
-    def _search(self, due: np.ndarray, next_rows: np.ndarray, request: np.ndarray | None = None, clips=None
-                ) -> tuple[np.ndarray, np.ndarray]:
-        cfg = self.config
-        q = self._queries(request)[due]
-        ex = Exclusion(current=self.frames[due], around=cfg.exclude_around, clip_end=cfg.exclude_clip_end,
-                       clips=clips, mask=self.search_mask)
-        idx, _ = self.db.search(q, k=self.data.top, exclude=ex)
-        idx = np.where(idx < 0, idx[:, :1], idx)
-        # the continuing row as a transition target (a transition plays the row after it)
-        cand = np.concatenate([next_rows[:, None] - 1, idx], 1)
-        cost = ((self.db.features[cand] - q[:, None]) ** 2).sum(-1)
+    def pick(self, due: np.ndarray, q: np.ndarray, cand: np.ndarray, cost: np.ndarray) -> np.ndarray:
         inputs = self.data.inputs(q.astype(np.float32), self.data.pose_n[self.frames[due]], cand, cost)
-        best = cand[np.arange(len(cand)), self.chooser.scores(self.h[due], torch.as_tensor(inputs)).argmax(-1).numpy()]
-        keep = best == next_rows - 1
-        return np.where(keep, next_rows, best), ~keep
+        return self.chooser.scores(self.h[due], torch.as_tensor(inputs)).argmax(-1).numpy()
 
 
-class OracleMatching(MotionMatchingController):
-    """Motion matching whose searches pick, among the same rows a chooser sees, the one of
-    least d against the actor's own future (:meth:`Data.distance`): the headroom of any
-    chooser. ``row`` is the source row whose frame the character shows now (the start: the
-    context's last row); a search picks what plays from the row after it."""
+class OracleMatching(PickedMatching):
+    """:class:`PickedMatching` that picks the row of least d against the actor's own future
+    (:meth:`Data.distance`): the headroom of any chooser of the same rows. ``row`` is the
+    source row whose frame the character shows now (the start: the context's last row); a
+    search picks what plays from the row after it."""
 
     def __init__(self, db: Database, data: Data, source: Database, source_joints: np.ndarray):
-        super().__init__(db)
-        self.data, self.source, self.source_joints = data, source, source_joints
+        super().__init__(db, data)
+        self.source, self.source_joints = source, source_joints
         self.row = 0
 
     def follow(self, request: np.ndarray, dt: float, clips=None) -> PoseState:
@@ -237,25 +255,14 @@ class OracleMatching(MotionMatchingController):
         self.row += 1
         return out
 
-    def _search(self, due: np.ndarray, next_rows: np.ndarray, request: np.ndarray | None = None, clips=None
-                ) -> tuple[np.ndarray, np.ndarray]:
-        cfg = self.config
-        q = self._queries(request)[due]
-        ex = Exclusion(current=self.frames[due], around=cfg.exclude_around, clip_end=cfg.exclude_clip_end,
-                       clips=clips, mask=self.search_mask)
-        idx, _ = self.db.search(q, k=self.data.top, exclude=ex)
-        idx = np.where(idx < 0, idx[:, :1], idx)
-        cand = np.concatenate([next_rows[:, None] - 1, idx], 1)   # as the chooser's: transition targets
-        d = self.data.distance(self.source, self.source_joints, np.full(len(cand), self.row), cand)
-        best = cand[np.arange(len(cand)), d.argmin(-1)]
-        keep = best == next_rows - 1
-        return np.where(keep, next_rows, best), ~keep
+    def pick(self, due: np.ndarray, q: np.ndarray, cand: np.ndarray, cost: np.ndarray) -> np.ndarray:
+        return self.data.distance(self.source, self.source_joints, np.full(len(cand), self.row), cand).argmin(-1)
 
 
 def evaluate(args) -> None:
-    tensors = load_file(args.chooser)
-    with safe_open(args.chooser, "pt") as f:
+    with safe_open(args.chooser, "pt") as f:   # one read: the weights and their metadata
         meta = f.metadata()
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
     cfg = load_config(meta["config"])
     db = build_databases(cfg)[0]
     data = Data(db, int(meta["top"]), int(meta["future"]), args.path_weight)
