@@ -9,8 +9,9 @@ import pytest
 
 from kinema.cli.main import main
 from kinema.control.matching import MatchingConfig, MotionMatchingController
+from kinema.control.retrieval.scenarios import bone_lengths, rigid_bones
 from kinema.features.root import yaw_rotate
-from kinema.matching.database import build_from_paths
+from kinema.matching.database import build_from_paths, row_offsets
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +72,27 @@ def test_transition_without_inertialization_would_jump(db):
             (jumps if out.transitioned else steps).append(np.abs(local - prev).max())
         prev = local
     assert max(jumps) > 1.2 * np.percentile(steps, 99)
+
+
+def test_transitions_keep_every_bone_its_rest_length(db):
+    """Positions and rotations are inertialized on offsets of their own, which move them
+    apart: the drawn joints are rebuilt from the rotations, so no transition stretches a
+    bone (before, on LaFAN1's scripted sticks: up to 22 cm). The check can fail: the
+    inertialized positions themselves stretch bones by centimetres here."""
+    c = MotionMatchingController(db)
+    rigid = rigid_bones(db)
+    drawn, raw, transitions = [], [], 0
+    for n in range(360):
+        out = c.step(np.array([0.0, 1.0]) if n < 180 else np.array([1.0, -1.0]), 1 / 60)
+        transitions += out.transitioned
+        rest = np.linalg.norm(row_offsets(db, out.frame), axis=-1)
+        local = yaw_rotate(out.root_direction, out.positions - out.root_position, inverse=True)
+        inertialized = c._pose(c.frames).positions[0] + c.inertializer.pos_offset[0]
+        drawn.append(np.abs(bone_lengths(local, db.parents) - rest)[rigid].max())
+        raw.append(np.abs(bone_lengths(inertialized, db.parents) - rest)[rigid].max())
+    assert transitions >= 10
+    assert max(drawn) < 1e-5                       # metres: every frame, every bone
+    assert max(raw) > 0.01                         # what the rebuild removes
 
 
 def test_demo_headless_metrics(shared_data, tmp_path, capsys):

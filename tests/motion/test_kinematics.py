@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from kinema.motion.kinematics import forward, inverse
+from kinema.motion.kinematics import forward, inverse, positions_with_lengths
 
 PARENTS = np.array([-1, 0, 1, 2, 0, 4, 5, 0, 7, 8, 8, -1, 11])
 
@@ -146,3 +146,23 @@ def test_compiled_positions_from_rotations_is_the_level_loop(monkeypatch, dtype)
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(got[..., [0, 5, 11], :], pos[..., [0, 5, 11], :])
     assert not np.allclose(got[..., 6, :], pos[..., 6, :])
+
+
+def test_positions_with_lengths_keeps_directions_and_sets_lengths():
+    """Stretched bones come back to their rest lengths along their own directions; a pose
+    already at rest lengths is returned as is (the FK of scipy's rotations as the oracle)."""
+    rng = np.random.default_rng(3)
+    rot, pos = random_pose(rng)
+    _, world = scipy_fk(rot, pos, PARENTS)
+    rest = np.linalg.norm(pos, axis=-1)   # (frames, J): each frame its own skeleton
+    np.testing.assert_allclose(positions_with_lengths(world, PARENTS, rest), world, atol=1e-9)
+    stretched = world + rng.normal(scale=0.05, size=world.shape)
+    stretched[..., 0, :] = world[..., 0, :]
+    out = positions_with_lengths(stretched, PARENTS, rest)
+    safe = np.where(PARENTS < 0, 0, PARENTS)
+    bone_in, bone_out = stretched - stretched[..., safe, :], out - out[..., safe, :]
+    child = PARENTS >= 0
+    np.testing.assert_allclose(np.linalg.norm(bone_out, axis=-1)[..., child], rest[..., child], atol=1e-9)
+    cos = (bone_in * bone_out).sum(-1) / np.linalg.norm(bone_in, axis=-1) / np.linalg.norm(bone_out, axis=-1)
+    np.testing.assert_allclose(cos[..., child], 1.0, atol=1e-9)
+    assert np.abs(np.linalg.norm(bone_in, axis=-1)[..., child] - rest[..., child]).max() > 0.01   # it was stretched

@@ -63,6 +63,7 @@ from kinema.matching.config import DatabaseConfig
 from kinema.matching.features import FeatureInputs, FeatureSet, biped_features
 from kinema.matching.search import Exclusion, SearchIndex
 from kinema.maths import angles, quat
+from kinema.motion.skeleton import Skeleton
 
 FORMAT_VERSION = 1
 BUILDER_VERSION = 1  # bump when the build algorithm changes what a config produces
@@ -140,6 +141,34 @@ def upright_rows(db: Database, ahead: int = 240, band: float = 0.15) -> np.ndarr
     clip = db.clip_of(rows)
     ok = (count[rows + ahead] - count[rows] == 0) & (rows + ahead <= db.ranges[clip, 1])
     return rows[ok]
+
+
+def offset_sets(db: Database) -> tuple[np.ndarray, ...]:
+    """Rest offsets (J, 3) of the database's skeleton, and of its mirror image (x-plane,
+    left and right swapped) when it holds mirrored clips and that differs."""
+    return _offset_sets(tuple(db.joint_names), tuple(int(p) for p in db.parents),
+                        np.asarray(db.offsets, np.float64).tobytes(), bool(db.mirror))
+
+
+@functools.lru_cache(maxsize=16)
+def _offset_sets(names: tuple[str, ...], parents: tuple[int, ...], offsets: bytes, mirror: bool
+                 ) -> tuple[np.ndarray, ...]:
+    # cached by skeleton: rigid poses are rebuilt every runtime and rollout step, the
+    # name-based mirror map need not be
+    base = np.frombuffer(offsets, np.float64).reshape(len(names), 3)
+    if not mirror:
+        return (base,)
+    mirrored = base[Skeleton(list(names), np.asarray(parents), base).mirror_map()] * np.array([-1.0, 1.0, 1.0])
+    return (base,) if np.allclose(mirrored, base, atol=1e-6) else (base, mirrored)
+
+
+def row_offsets(db: Database, rows: np.ndarray) -> np.ndarray:
+    """Rest offsets (..., J, 3) of the skeleton each of ``rows`` (...) was recorded on: the
+    mirror image's (:func:`offset_sets`) for the rows of mirrored clips."""
+    sets = offset_sets(db)
+    if len(sets) == 1:
+        return np.broadcast_to(sets[0], np.shape(rows) + sets[0].shape)
+    return np.where(db.clip_mirrored[db.clip_of(rows)][..., None, None], sets[1], sets[0])
 
 
 def upright_mask(db: Database, ahead: int = 240, band: float = 0.15) -> np.ndarray | None:

@@ -229,3 +229,31 @@ def _positions_compiled(global_rot: np.ndarray, given_pos: np.ndarray, parents: 
                                  np.ascontiguousarray(given_pos).reshape(-1, joints, 3),
                                  _parents_array(parents), offsets, anchored, out.reshape(-1, joints, 3))
     return out
+
+
+def positions_with_lengths(positions: np.ndarray, parents, lengths: np.ndarray, anchors=()) -> np.ndarray:
+    """Positions whose bones point where the given ones do and have the given lengths: each
+    joint sits at its (corrected) parent plus ``lengths[j]`` along the direction from the
+    given parent to the given joint. Unlike :func:`positions_from_rotations` it reads no
+    rotations, so it holds for poses whose rotations are no skeleton's (an inertialized
+    blend between a clip and a mirrored clip, whose rest offsets differ).
+
+    Args:
+        positions: (..., J, 3) positions (NumPy).
+        parents: (J,) parent indices, -1 for roots, each parent before its child.
+        lengths: (..., J) bone lengths, metres (any value for roots and anchors; broadcast).
+        anchors: joints kept where ``positions`` puts them (e.g. the hips below a static root).
+    Returns:
+        (..., J, 3) float64 positions.
+    """
+    given = np.asarray(positions, np.float64)
+    lengths = np.asarray(lengths, np.float64)
+    out = given.copy()
+    keep = {int(a) for a in anchors}
+    for j, p in enumerate(parents):   # parents come first: a level loop would not save much on ~25 joints
+        if p < 0 or j in keep:
+            continue
+        bone = given[..., j, :] - given[..., p, :]
+        norm = np.linalg.norm(bone, axis=-1, keepdims=True)
+        out[..., j, :] = out[..., p, :] + bone * (lengths[..., j, None] / np.maximum(norm, 1e-12))
+    return out

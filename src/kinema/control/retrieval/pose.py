@@ -45,36 +45,14 @@ they lag the data's by half a frame.
 """
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 import torch
 
 from kinema.control.retrieval.metrics import joint_positions
-from kinema.matching.database import Database
+from kinema.matching.database import Database, offset_sets
 from kinema.maths import quat, sixd
 from kinema.maths.backend import Array, cat, is_torch
 from kinema.motion.kinematics import positions_from_rotations
-from kinema.motion.skeleton import Skeleton
-
-
-def offset_sets(db: Database) -> tuple[np.ndarray, ...]:
-    """Rest offsets (J, 3) of the database's skeleton, and of its mirror image (x-plane,
-    left and right swapped) when it holds mirrored clips and that differs."""
-    return _offset_sets(tuple(db.joint_names), tuple(int(p) for p in db.parents),
-                        np.asarray(db.offsets, np.float64).tobytes(), bool(db.mirror))
-
-
-@lru_cache(maxsize=16)
-def _offset_sets(names: tuple[str, ...], parents: tuple[int, ...], offsets: bytes, mirror: bool
-                 ) -> tuple[np.ndarray, ...]:
-    # cached by skeleton: rigid_pose runs every runtime and rollout step, the name-based
-    # mirror map need not
-    base = np.frombuffer(offsets, np.float64).reshape(len(names), 3)
-    if not mirror:
-        return (base,)
-    mirrored = base[Skeleton(list(names), np.asarray(parents), base).mirror_map()] * np.array([-1.0, 1.0, 1.0])
-    return (base,) if np.allclose(mirrored, base, atol=1e-6) else (base, mirrored)
 
 
 def body_joints(db: Database) -> np.ndarray:
