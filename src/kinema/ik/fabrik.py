@@ -167,9 +167,11 @@ def _rigid_split(p: np.ndarray, chain: list[int], target: np.ndarray, mask: np.n
         p[i] = q
 
 
-def _two_bone(p: np.ndarray, a: int, m: int, e: int, target: np.ndarray, la: np.ndarray, lb: np.ndarray) -> None:
-    """Place ``m`` and ``e`` exactly (law of cosines) when ``target`` is within reach of
-    the two bones hanging from ``a``; ``m`` keeps its bend plane. In place; (B,) arrays."""
+def two_bone(p: np.ndarray, a: int, m: int, e: int, target: np.ndarray, la: np.ndarray, lb: np.ndarray) -> None:
+    """Place joints ``m`` and ``e`` of positions ``p`` (B, J, 3) exactly (law of cosines)
+    when ``target`` (B, 3) is within reach of the two bones of lengths ``la`` and ``lb``
+    (B, 1) hanging from joint ``a``; ``m`` keeps its bend plane. In place; a character whose
+    target is out of reach keeps its joints."""
     to_t = target - p[:, a]
     d = np.linalg.norm(to_t, axis=-1, keepdims=True)
     ok = ((d >= np.abs(la - lb)) & (d <= la + lb) & (d > 1e-9))[:, 0]
@@ -279,7 +281,7 @@ def solve(positions: np.ndarray, parents: Sequence[int], root: int, targets: Map
         # their reach (FABRIK converges slowly for folded chains and near the reach limits)
         for k, (e, chain) in enumerate(zip(effectors, chains)):
             if len(chain) >= 3 and not children[e] and len(children[chain[-2]]) == 1:
-                _two_bone(new, chain[-3], chain[-2], e, t[:, k], lengths[chain[-2]][active], lengths[e][active])
+                two_bone(new, chain[-3], chain[-2], e, t[:, k], lengths[chain[-2]][active], lengths[e][active])
         if len(effectors) == 1 and len(chains[0]) >= 3:
             _rigid_split(new, chains[0], t[:, 0], np.linalg.norm(new[:, effectors[0]] - t[:, 0], axis=-1) > tolerance,
                          straighten=iterations >= 3)

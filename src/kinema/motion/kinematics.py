@@ -231,7 +231,8 @@ def _positions_compiled(global_rot: np.ndarray, given_pos: np.ndarray, parents: 
     return out
 
 
-def positions_with_lengths(positions: np.ndarray, parents, lengths: np.ndarray, anchors=()) -> np.ndarray:
+def positions_with_lengths(positions: np.ndarray, parents, lengths: np.ndarray, anchors=(),
+                           placed: np.ndarray | None = None) -> np.ndarray:
     """Positions whose bones point where the given ones do and have the given lengths: each
     joint sits at its (corrected) parent plus ``lengths[j]`` along the direction from the
     given parent to the given joint. Unlike :func:`positions_from_rotations` it reads no
@@ -242,13 +243,15 @@ def positions_with_lengths(positions: np.ndarray, parents, lengths: np.ndarray, 
         positions: (..., J, 3) positions (NumPy).
         parents: (J,) parent indices, -1 for roots, each parent before its child.
         lengths: (..., J) bone lengths, metres (any value for roots and anchors; broadcast).
-        anchors: joints kept where ``positions`` puts them (e.g. the hips below a static root).
+        anchors: joints kept where ``placed`` puts them (e.g. the hips below a static root).
+        placed: (..., J, 3) where the roots and the anchors go (None: ``positions``); the
+            other joints hang from them along the directions of ``positions``.
     Returns:
         (..., J, 3) float64 positions.
     """
     given = np.asarray(positions, np.float64)
     lengths = np.asarray(lengths, np.float64)
-    out = given.copy()
+    out = given.copy() if placed is None else np.array(placed, np.float64)
     keep = {int(a) for a in anchors}
     for j, p in enumerate(parents):   # parents come first: a level loop would not save much on ~25 joints
         if p < 0 or j in keep:
