@@ -351,6 +351,35 @@ def test_scenarios_measure_what_a_user_sees(sample_controller):
     assert stride_ratio(traces["local_toes"], traces["roots"], db.fps) == res["stride_ratio"]
 
 
+def test_scenarios_drive_motion_matching_as_a_user_runs_it(sample_controller):
+    """The scenarios' and the crowd's motion matching is the inertialized runtime controller:
+    the driver draws exactly what stepping the controller with the same sticks draws, no
+    bone stretches, and the root follows the stick."""
+    from kinema.control.matching import MotionMatchingController
+    from kinema.control.retrieval.matching_driver import MatchingDriver
+    from kinema.control.retrieval.scenarios import SCENARIOS, crowd_starts, run_crowd, run_scenario, run_scenarios
+
+    _, db = sample_controller
+
+    def make(**kw):
+        return MotionMatchingController(db, **kw)
+
+    traces: dict = {}
+    run_scenario(MatchingDriver(make, db), SCENARIOS["turns"], 240, foot_lock=False, traces=traces)
+    ctl = make(start_frame=0)
+    for f in range(240):
+        stick, walk = SCENARIOS["turns"](f / 60.0)
+        out = ctl.step(np.asarray(stick, np.float64), 1 / 60.0, walk=walk)
+        np.testing.assert_allclose(traces["drawn"][f], out.positions, atol=1e-9)
+    res = run_scenarios(MatchingDriver(make, db), ["idle", "stop_start"], frames=480)
+    for sc in res.values():
+        assert sc["finite"] and sc["head_above_hips"] and sc["bone_length_drift_mm"] <= 1.0
+    assert res["stop_start"]["root_error_m"] < 0.2 and res["stop_start"]["stride_ratio"] > 0
+    seeds, rows = crowd_starts(db, 8, 0)
+    crowd = run_crowd(MatchingDriver(make, db, 8, rows), seeds, 120)
+    assert crowd["finite"] and crowd["characters"] == 8 and crowd["fallen"] == 0
+
+
 def test_stride_ratio_tells_steps_from_a_glide(games105_db):
     """Real walking rows: their toes move about as fast per root speed as the whole
     database's; the same roots with the legs frozen (a glide) score 0."""

@@ -112,7 +112,8 @@ def model_card(meta: dict, result: dict | None, path: str = "") -> str:
                         lines.append(f"| {clip} | {label} | {methods['windows']} | "
                                      + " | ".join(_fmt(methods[name].get(k)) for k in keys) + " |")
         for title, key in (("Scripted sticks (runtime, drawn pose)", "scenarios"),
-                           ("The same sticks, motion matching through the same runtime", "scenarios_motion_matching")):
+                           ("The same sticks, motion matching (the inertialized controller) with the same foot lock",
+                            "scenarios_motion_matching")):
             sc = result.get(key)
             if not sc:
                 continue

@@ -277,7 +277,8 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
     searches (and motion matching's) restricted to :func:`kinema.matching.database.upright_mask`
     as in the demos, and a crowd of 64 on wandering sticks for 10 s
     (:func:`kinema.control.retrieval.scenarios.run_crowd`, ``crowd`` and
-    ``crowd_motion_matching``);
+    ``crowd_motion_matching``); motion matching there is the inertialized runtime controller
+    (:class:`~kinema.control.retrieval.matching_driver.MatchingDriver`), as a user runs it;
     ``foot_lock``: also score every free-running method's skating after the runtime foot
     lock (``foot_skate_locked_cm_s``, :func:`kinema.control.retrieval.metrics.locked_world_toes`,
     each method locked on its own contact labels as its runtime is: the networks' predicted
@@ -412,16 +413,22 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
         mask = upright_mask(db)
         ctl = RetrievalController(checkpoint, db, rigid=rigid, planted=planted, search_mask=mask)
         out["scenarios"] = run_scenarios(ctl, names, scenario_frames)
-        # motion matching through the same runtime (springs, adjustment, foot lock, root
-        # rule, search mask) on the same sticks: the baseline a user would otherwise run
-        ctl = RetrievalController(checkpoint, db, mode="matching", rigid=rigid, planted=planted, search_mask=mask)
-        out["scenarios_motion_matching"] = run_scenarios(ctl, names, scenario_frames)
+        # motion matching as a user runs it (the inertialized controller: its springs,
+        # searches, root pull and clamp, the same search mask and foot lock) on the same
+        # sticks; before session 32 this was bare playback, which skated more
+        from kinema.control.retrieval.matching_driver import MatchingDriver
+        from kinema.control.retrieval.scenarios import crowd_starts, run_crowd
+
+        def matching(**kw) -> MotionMatchingController:
+            return MotionMatchingController(db, search_mask=mask, **kw)
+
+        out["scenarios_motion_matching"] = run_scenarios(MatchingDriver(matching, db), names, scenario_frames)
         out["scenarios_upright_search"] = mask is not None
         # a crowd on wandering sticks (kinema demo crowd's): does anyone lie down or sink?
-        from kinema.control.retrieval.scenarios import run_crowd
-        for key, mode in (("crowd", "retrieval"), ("crowd_motion_matching", "matching")):
-            crowd, seeds = evaluation_crowd(checkpoint, db, mode, rigid=rigid, planted=planted, search_mask=mask)
-            out[key] = run_crowd(crowd, seeds, CROWD_FRAMES)
+        crowd, seeds = evaluation_crowd(checkpoint, db, "retrieval", rigid=rigid, planted=planted, search_mask=mask)
+        out["crowd"] = run_crowd(crowd, seeds, CROWD_FRAMES)
+        seeds, rows = crowd_starts(db, CROWD_COUNT, 0)   # evaluation_crowd's draw
+        out["crowd_motion_matching"] = run_crowd(MatchingDriver(matching, db, CROWD_COUNT, rows), seeds, CROWD_FRAMES)
         out["database_stride_ratio"] = database_stride_ratio(db)
         out["database_feet_down_share"] = database_feet_down_share(db)
     return out
