@@ -26,8 +26,16 @@ context, stride 120); the chooser's history is warmed on each window's context, 
 controllers follow the window's future root path re-expressed relative to their own root.
 Intervals resample takes, then windows within them.
 
+Transition costs (session 32): ``--chooser-stay`` adds a logit to the continuing row's score,
+``--stay`` runs motion matching with the continuing row's cost lowered by that much; both are
+chosen on the validation take (``--takes validation``), then run once on the test takes.
+``--runtime`` also drives every method through the evaluation's scripted sticks and crowd
+(``kinema eval --scenarios``, motion matching through
+:class:`~kinema.control.retrieval.matching_driver.MatchingDriver`) and prints each one's
+controller targets against motion matching (:mod:`kinema.control.retrieval.targets`).
+
     .venv/bin/python benchmarks/learned_choice.py train -o /tmp/chooser.safetensors [--steps 1000] [--future 30]
-    .venv/bin/python benchmarks/learned_choice.py eval /tmp/chooser.safetensors
+    .venv/bin/python benchmarks/learned_choice.py eval /tmp/chooser.safetensors [--stay 1] [--chooser-stay 4,0] [--runtime]
 """
 from __future__ import annotations
 
@@ -45,6 +53,7 @@ from torch import nn
 from kinema.control.inertialize import PoseState
 from kinema.control.matching import MotionMatchingController
 from kinema.control.retrieval.evaluate import HORIZONS, matching_rollout, take_groups, window_starts
+from kinema.control.retrieval.matching_driver import MatchingDriver
 from kinema.control.retrieval.metrics import floor_height, grouped_bootstrap_ci, joint_positions, summary, window_metrics
 from kinema.control.retrieval.sequences import Retriever
 from kinema.control.retrieval.training import build_clips, build_databases, load_config, resolve_clips
@@ -184,8 +193,8 @@ class PickedMatching(MotionMatchingController):
     plays the row after it), and plays the one :meth:`pick` returns; picking the continuing
     row keeps playing without a transition."""
 
-    def __init__(self, db: Database, data: Data):
-        super().__init__(db)
+    def __init__(self, db: Database, data: Data, **kwargs):
+        super().__init__(db, **kwargs)
         self.data = data
 
     def pick(self, due: np.ndarray, q: np.ndarray, cand: np.ndarray, cost: np.ndarray) -> np.ndarray:
@@ -208,17 +217,33 @@ class PickedMatching(MotionMatchingController):
         return np.where(keep, next_rows, best), ~keep
 
 
+class StayingMatching(PickedMatching):
+    """Motion matching with a transition cost: the continuing row's matching cost is lowered
+    by ``stay`` (squared normalised feature distance), so a search leaves the playing row
+    only for a row that matches better by that much (``stay`` 0: motion matching as the
+    runtime runs it, over the same rows)."""
+
+    def __init__(self, db: Database, data: Data, stay: float, **kwargs):
+        super().__init__(db, data, **kwargs)
+        self.stay = stay
+
+    def pick(self, due: np.ndarray, q: np.ndarray, cand: np.ndarray, cost: np.ndarray) -> np.ndarray:
+        return (cost - self.stay * (np.arange(cand.shape[1]) == 0)).argmin(-1)
+
+
 class ChosenMatching(PickedMatching):
-    """:class:`PickedMatching` whose picks a :class:`Chooser` makes.
+    """:class:`PickedMatching` whose picks a :class:`Chooser` makes; ``stay`` is added to the
+    continuing row's score (a logit), the chooser's transition cost.
 
     ``context`` (L, D + P) normalised inputs of the frames before the start warm the
     chooser's history in :meth:`start_from`; every :meth:`follow` adds the current frame."""
 
-    def __init__(self, db: Database, chooser: Chooser, data: Data):
-        super().__init__(db, data)
-        self.chooser = chooser
+    def __init__(self, db: Database, chooser: Chooser, data: Data, stay: float = 0.0, **kwargs):
+        super().__init__(db, data, **kwargs)
+        self.chooser, self.stay = chooser, stay
         self.context: np.ndarray | None = None
-        self.state = self.h = None
+        self.state = self.chooser.backbone.initial_state(self.n)
+        self.h = None
 
     @torch.no_grad()
     def start_from(self, pose: PoseState, features: np.ndarray, request: np.ndarray,
@@ -227,16 +252,19 @@ class ChosenMatching(PickedMatching):
         super().start_from(pose, features, request, root_position, root_direction, clips)
 
     @torch.no_grad()
-    def follow(self, request: np.ndarray, dt: float, clips=None) -> PoseState:
+    def _advance(self, search: np.ndarray, request: np.ndarray | None = None, clips=None) -> np.ndarray:
+        # every frame, before its search: the history reads this frame's query and pose
+        # (``follow`` passes the request; the runtime ``step`` the springs' prediction)
         q = self._queries(request).astype(np.float32)
         x = torch.as_tensor(np.concatenate([q, self.data.pose_n[self.frames]], -1))
         self.h, self.state = self.chooser.backbone.step(self.state, x)
-        return super().follow(request, dt, clips)
+        return super()._advance(search, request, clips)
 
     @torch.no_grad()
     def pick(self, due: np.ndarray, q: np.ndarray, cand: np.ndarray, cost: np.ndarray) -> np.ndarray:
         inputs = self.data.inputs(q.astype(np.float32), self.data.pose_n[self.frames[due]], cand, cost)
-        return self.chooser.scores(self.h[due], torch.as_tensor(inputs)).argmax(-1).numpy()
+        scores = self.chooser.scores(self.h[due], torch.as_tensor(inputs)).numpy()
+        return (scores + self.stay * (np.arange(cand.shape[1]) == 0)).argmax(-1)
 
 
 class OracleMatching(PickedMatching):
@@ -259,6 +287,21 @@ class OracleMatching(PickedMatching):
         return self.data.distance(self.source, self.source_joints, np.full(len(cand), self.row), cand).argmin(-1)
 
 
+def run_runtime(db: Database, make, scenario_frames: int) -> dict:
+    """The evaluation's scenarios (``kinema eval --scenarios``: the scripted sticks, the foot
+    lock, 60 s each, the idle 5 min) and its crowd (64 characters on wandering sticks for
+    10 s, from upright rows) of one controller recipe ``make`` (``make(start_frame=,
+    batch=)``), driven through :class:`MatchingDriver` as ``kinema eval`` drives motion
+    matching."""
+    from kinema.control.retrieval.evaluate import CROWD_COUNT, CROWD_FRAMES
+    from kinema.control.retrieval.scenarios import crowd_starts, run_crowd, run_scenarios
+
+    out = {"scenarios": run_scenarios(MatchingDriver(make, db), None, scenario_frames)}
+    seeds, rows = crowd_starts(db, CROWD_COUNT, 0)
+    out["crowd"] = run_crowd(MatchingDriver(make, db, CROWD_COUNT, rows), seeds, CROWD_FRAMES)
+    return out
+
+
 def evaluate(args) -> None:
     with safe_open(args.chooser, "pt") as f:   # one read: the weights and their metadata
         meta = f.metadata()
@@ -270,7 +313,7 @@ def evaluate(args) -> None:
     model.load_state_dict(tensors)
     model.eval()
     test = [p for p in resolve_clips(cfg["data"]["clips"], Path(cfg["data"].get("base", ".")))
-            if p.stem in cfg["data"]["test"]]
+            if p.stem in cfg["data"][args.takes]]
     source = build_clips(test, db.config, False, like=db)
     frames, context = args.frames, args.context
     starts = window_starts(source, context + frames + 1, args.stride)[:args.max_windows]
@@ -279,17 +322,21 @@ def evaluate(args) -> None:
     roots = (source.root_positions[rows], source.root_directions[rows])
     floor = floor_height(db)
     truth_m = window_metrics(truth, truth, data.norm, db, floor, roots + roots, True, source.contacts[rows] > 0.5)
-    chosen = ChosenMatching(db, model, data)
     oracle = OracleMatching(db, data, source, joint_positions(db, source.pose))
     results = {}
-    methods = [("motion matching", None), ("chooser", chosen)] + ([("oracle", oracle)] if args.oracle else [])
+    methods = ([("motion matching", None)]
+               + [(f"motion matching, stay {v:g}", StayingMatching(db, data, v)) for v in args.stay]
+               + [("chooser" + (f", stay {v:g}" if v else ""), ChosenMatching(db, model, data, v))
+                  for v in args.chooser_stay]
+               + ([("oracle", oracle)] if args.oracle else []))
     for name, ctl in methods:
         t = time.time()
         outs = []
         for w, s in enumerate(starts):
             ctx = np.arange(s, s + context)
-            chosen.context = np.concatenate([db.normalise(source.raw_features[ctx]),
-                                             data.norm.normalise(source.pose[ctx])], -1).astype(np.float32)
+            if isinstance(ctl, ChosenMatching):
+                ctl.context = np.concatenate([db.normalise(source.raw_features[ctx]),
+                                              data.norm.normalise(source.pose[ctx])], -1).astype(np.float32)
             oracle.row = int(s + context - 1)
             outs.append(matching_rollout(db, source, starts[w:w + 1], context, frames, controller=ctl))
         pose, rp, rd, contacts = (np.concatenate([o[i] for o in outs]) for i in range(4))
@@ -297,7 +344,8 @@ def evaluate(args) -> None:
         print(f"{name}: {time.time() - t:.0f} s", flush=True)
     groups = take_groups(source, starts)
     hs = [h for h in HORIZONS if h <= frames]
-    mm, ch = (results[k]["_frame_joint_error_cm"] for k in ("motion matching", "chooser"))
+    chooser = next(n for n in results if n.startswith("chooser"))   # the first chooser is compared
+    mm, ch = (results[k]["_frame_joint_error_cm"] for k in ("motion matching", chooser))
     print(f"\n{len(starts)} windows of {[p.stem for p in test]}; chooser {args.chooser} "
           f"(top {meta['top']}, next {meta['future']} frames)\n")
     names = list(results)
@@ -306,16 +354,65 @@ def evaluate(args) -> None:
           + " | ".join(" / ".join(f"{results[n]['_frame_joint_error_cm'][:, :h].mean():.1f}" for h in hs)
                        for n in names) + " |")
     ci = [grouped_bootstrap_ci(mm[:, :h].mean(1) - ch[:, :h].mean(1), groups) for h in hs]
-    print("| motion matching − chooser, 95% | | " + " / ".join(f"[{a:+.1f}, {b:+.1f}]" for a, b in ci) + " |"
-          + " |" * (len(names) - 2))
-    sp = [results[k]["joint_speed_ratio"] for k in ("motion matching", "chooser")]
+    pad = " |" * (len(names) - 2)
+    print(f"| motion matching − {chooser}, 95% | | " + " / ".join(f"[{a:+.1f}, {b:+.1f}]" for a, b in ci) + " |" + pad)
+    sp = [results[k]["joint_speed_ratio"] for k in ("motion matching", chooser)]
     lo, hi = grouped_bootstrap_ci(sp[0] - sp[1], groups)
-    print(f"| joint speed ratio, motion matching − chooser, 95% | | [{lo:+.2f}, {hi:+.2f}] |" + " |" * (len(names) - 2))
+    print(f"| joint speed ratio, motion matching − {chooser}, 95% | | [{lo:+.2f}, {hi:+.2f}] |" + pad)
     s = {k: summary(v, truth_m) for k, v in results.items()}
     for key, fmt in (("joint_speed_ratio", ".2f"), ("accel_ratio", ".2f"), ("energy_window_fraction", ".2f"),
                      ("root_error_m", ".3f"), ("heading_error_deg", ".2f"), ("foot_skate_locked_cm_s", ".1f"),
                      ("frechet", ".1f")):
         print(f"| {key} | " + " | ".join(f"{s[n][key]:{fmt}}" for n in names) + " |")
+    if not args.runtime:
+        return
+    from kinema.control.retrieval.evaluate import ground_truth_summary
+    from kinema.control.retrieval.scenarios import database_feet_down_share, database_stride_ratio
+    from kinema.control.retrieval.targets import targets_table
+    from kinema.matching.database import upright_mask
+
+    mask = upright_mask(db)
+    makers = {"motion matching": lambda **kw: MotionMatchingController(db, search_mask=mask, **kw)}
+    for name, ctl in methods[1:]:
+        if isinstance(ctl, StayingMatching):
+            makers[name] = lambda stay=ctl.stay, **kw: StayingMatching(db, data, stay, search_mask=mask, **kw)
+        elif isinstance(ctl, ChosenMatching):
+            makers[name] = lambda stay=ctl.stay, **kw: ChosenMatching(db, model, data, stay, search_mask=mask, **kw)
+    runs = {}
+    for name, make in makers.items():
+        t = time.time()
+        runs[name] = run_runtime(db, make, args.scenario_frames)
+        print(f"{name}, scenarios and crowd: {time.time() - t:.0f} s", flush=True)
+    print("\n| scenario | " + " | ".join(runs) + " |\n" + "|---" * (len(runs) + 1) + "|")
+    print("| | skating cm/s · root error m · travelled / path m · stride ratio · feet down |" + " |" * (len(runs) - 1))
+    for sc in runs["motion matching"]["scenarios"]:
+        cells = []
+        for r in runs.values():
+            v = r["scenarios"][sc]
+            cells.append(f"{v['foot_skate_cm_s']:.1f} · {v['root_error_m']:.2f} · {v['travelled_m']:.0f} / "
+                         f"{v['path_m']:.0f} · {v['stride_ratio'] or 0:.2f} · "
+                         + ("-" if v["feet_down_share"] is None else f"{v['feet_down_share']:.2f}"))
+        print(f"| {sc} | " + " | ".join(cells) + " |")
+    print("| crowd: fallen / sunk / airborne of 64 | " + " | ".join(
+        f"{r['crowd']['fallen']} / {r['crowd']['sunk']} / {r['crowd']['airborne']}" for r in runs.values()) + " |")
+    # the targets of each method against inertialized motion matching, read by the library's
+    # checker from a result shaped as ``kinema eval``'s (no twin: a choice has none)
+    base = {"database_stride_ratio": database_stride_ratio(db), "database_feet_down_share": database_feet_down_share(db),
+            "scenarios_motion_matching": runs["motion matching"]["scenarios"]}
+    truth_s = ground_truth_summary(truth_m)
+    for name in names[1:]:
+        if name not in runs:
+            continue
+        cis = [list(grouped_bootstrap_ci(mm[:, :h].mean(1) - results[name]["_frame_joint_error_cm"][:, :h].mean(1),
+                                         groups)) for h in hs]
+        result = {"free_running": {"with": s[name], "baselines": {"motion_matching": s["motion matching"]},
+                                   "ground_truth": truth_s, "horizons": {"other_minus_model_ci95": {"motion_matching": cis}}},
+                  **runs[name], **base}
+        print(f"\n### targets: {name}\n\n{targets_table(result)}")
+
+
+def _floats(text: str) -> list[float]:
+    return [float(v) for v in text.split(",") if v]
 
 
 def main() -> None:
@@ -337,6 +434,15 @@ def main() -> None:
     e.add_argument("--context", type=int, default=32)
     e.add_argument("--stride", type=int, default=120)
     e.add_argument("--max-windows", type=int, default=None, help="the first N windows only (a quick look)")
+    e.add_argument("--takes", choices=("test", "validation"), default="test",
+                   help="the config's takes to evaluate on (transition costs are chosen on the validation take)")
+    e.add_argument("--stay", type=_floats, default=[],
+                   help="also motion matching with these transition costs (comma-separated, squared feature distance)")
+    e.add_argument("--runtime", action="store_true",
+                   help="also drive every method through the runtime: the scripted sticks and the crowd, then the targets")
+    e.add_argument("--scenario-frames", type=int, default=3600)
+    e.add_argument("--chooser-stay", type=_floats, default=[0.0],
+                   help="the chooser's transition costs (comma-separated logits added to the continuing row)")
     e.add_argument("--oracle", action="store_true",
                    help="also run the oracle: the candidate of least d against the actor's own future")
     e.add_argument("--path-weight", type=float, default=PATH_WEIGHT,
