@@ -44,11 +44,11 @@ def time_steps(db, batch: int, steps: int, rigid) -> tuple[float, float]:
         matching.MotionMatchingController._rigid = keep
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--batch", default="1,16,256")
     p.add_argument("--steps", type=int, default=300)
-    args = p.parse_args()
+    args = p.parse_args(argv)
     db = build_databases(load_config(CONFIG))[0]
     rows = []
     for b in (int(v) for v in args.batch.split(",")):
@@ -57,7 +57,8 @@ def main() -> None:
         rows.append([b, w0, w1, c0, c1, c1 / c0])
     print_table("Motion-matching step, without and with the rigid rebuild",
                 ["B", "ms/step without", "ms/step with", "cpu ms without", "cpu ms with", "cpu ratio"], rows)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
