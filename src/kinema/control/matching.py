@@ -41,6 +41,7 @@ from kinema.ik.fabrik import two_bone
 from kinema.matching.database import row_offsets
 from kinema.matching.search import Exclusion
 from kinema.maths import angles, quat
+from kinema.maths.backend import unit
 from kinema.motion.kinematics import positions_with_lengths
 
 OFFSET_RIGID = 1e-5   # m: a pose whose inertialization offsets are all below this is drawn as its row
@@ -258,22 +259,25 @@ class MotionMatchingController:
             return pose
         lengths = np.linalg.norm(row_offsets(db, self.frames[bent]), axis=-1)   # (Q, J): a mirrored row's skeleton
         raw = pose.positions[bent]
-        anchors = [db.roles["hips"]]
-        placed = positions_with_lengths(raw, parents, lengths, anchors=anchors)
-        for side in ("left", "right"):
-            foot, toe = db.roles[f"{side}_foot"], db.roles[f"{side}_toe"]
+        placed = positions_with_lengths(raw, parents, lengths, anchors=[db.roles["hips"]])
+        feet = [db.roles["left_foot"], db.roles["right_foot"]]
+        for foot, toe in zip(feet, (db.roles["left_toe"], db.roles["right_toe"])):
             knee = int(parents[foot])
             # the toe where the inertialized pose puts it, the foot one rest length behind it
-            ball = raw[:, toe] - lengths[:, toe, None] * _unit(raw[:, toe] - raw[:, foot])
+            ball = raw[:, toe] - lengths[:, toe, None] * unit(raw[:, toe] - raw[:, foot])
             hip, reach = int(parents[knee]), lengths[:, knee, None] + lengths[:, foot, None]
             # a stretched inertialized leg: the nearest the leg reaches, straight toward it
             to_ball = ball - placed[:, hip]
             ball = placed[:, hip] + to_ball * np.minimum(1.0, 0.9999 * reach / np.maximum(
                 np.linalg.norm(to_ball, axis=-1, keepdims=True), 1e-12))
             two_bone(placed, hip, knee, foot, ball, lengths[:, knee, None], lengths[:, foot, None])
-            placed[:, toe] = placed[:, foot] + lengths[:, toe, None] * _unit(raw[:, toe] - raw[:, foot])
-            anchors += [knee, foot, toe]
-        pose.positions[bent] = positions_with_lengths(raw, parents, lengths, anchors=anchors, placed=placed)
+        # what hangs below the solved feet (the toes) hangs from them again, along the
+        # inertialized directions; every other joint is placed already
+        below = np.zeros(len(parents), bool)
+        for j, p in enumerate(parents):   # parents come first
+            below[j] = p >= 0 and (p in feet or below[p])
+        pose.positions[bent] = positions_with_lengths(raw, parents, lengths, anchors=np.flatnonzero(~below),
+                                                      placed=placed)
         return pose
 
     # -- search ----------------------------------------------------------------------------
@@ -448,11 +452,6 @@ class MotionMatchingController:
         ang = np.where(wide, sim_ang + np.sign(diff) * cfg.clamp_angle, ang)
         self.root_directions = _directions(ang)
         self._adjustment = np.linalg.norm((self.root_positions - animated)[:, [0, 2]], axis=-1)
-
-
-def _unit(v: np.ndarray) -> np.ndarray:
-    """Unit vectors (..., 3) along ``v`` (..., 3)."""
-    return v / np.maximum(np.linalg.norm(v, axis=-1, keepdims=True), 1e-12)
 
 
 def _directions(ang: np.ndarray) -> np.ndarray:

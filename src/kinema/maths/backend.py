@@ -92,6 +92,13 @@ def norm(x: Array, keepdims: bool = False) -> Array:
     return xp(x).sqrt(dot(x, x, keepdims=keepdims))
 
 
+def unit(x: Array, eps: float = 1e-12) -> Array:
+    """Unit vectors (..., D) along ``x`` (..., D); a vector shorter than ``eps`` is divided
+    by ``eps`` (stays near zero) instead of by its length."""
+    n = norm(x, keepdims=True)
+    return x / (n.clamp_min(eps) if is_torch(n) else np.maximum(n, eps))
+
+
 def where(cond: Array, a: Array, b: Array) -> Array:
     """Elementwise ``a if cond else b`` (broadcasting)."""
     return xp(a).where(cond, a, b)

@@ -27,6 +27,7 @@ import numpy as np
 from kinema.errors import KinemaError
 from kinema.io.character import Character
 from kinema.maths import quat
+from kinema.maths.backend import unit
 from kinema.motion import Skeleton, kinematics
 
 _MIRROR = np.diag([-1.0, 1.0, 1.0, 1.0])          # the x = 0 reflection, homogeneous
@@ -58,10 +59,6 @@ def _best_rotation(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     u, _, vt = np.linalg.svd(a.T @ b)
     d = np.sign(np.linalg.det(vt.T @ u.T)) or 1.0
     return quat.from_matrix(vt.T @ np.diag([1.0, 1.0, d]) @ u.T)
-
-
-def _unit(v: np.ndarray) -> np.ndarray:
-    return v / np.maximum(np.linalg.norm(v, axis=-1, keepdims=True), 1e-12)
 
 
 class WorldBinding:
@@ -106,8 +103,8 @@ class WorldBinding:
             if not kids:
                 out[j] = out[parents[j]] if parents[j] >= 0 else [1.0, 0.0, 0.0, 0.0]
                 continue
-            a = _unit(local[kids])                                         # character frame
-            b = _unit(self._rest[self.source[kids]] - self._rest[self.source[j]])   # motion frame
+            a = unit(local[kids])                                         # character frame
+            b = unit(self._rest[self.source[kids]] - self._rest[self.source[j]])   # motion frame
             out[j] = _best_rotation(a, b)
             cos = np.clip((quat.rotate(out[j], a) * b).sum(-1), -1.0, 1.0)
             worst = max(worst, float(np.degrees(np.arccos(cos)).max()))
@@ -146,7 +143,7 @@ class WorldBinding:
         rot, pos = np.asarray(rotations, np.float64), np.asarray(positions, np.float64)
         skinned = quat.rotate(rot[parents[kids]], local[kids])
         placed = pos[kids] - pos[parents[kids]]
-        cos = (_unit(skinned) * _unit(placed)).sum(-1)
+        cos = (unit(skinned) * unit(placed)).sum(-1)
         return np.degrees(np.arccos(np.clip(cos, -1.0, 1.0)))
 
 

@@ -17,23 +17,19 @@ from __future__ import annotations
 import numpy as np
 
 from kinema.maths import quat
+from kinema.maths.backend import unit
 
 # sin of the smallest bend that defines a hinge axis (12 degrees)
 MIN_BEND = np.sin(np.radians(12.0))
 _UP = np.array([0.0, 1.0, 0.0])
 
 
-def _unit(v: np.ndarray) -> np.ndarray:
-    n = np.linalg.norm(v, axis=-1, keepdims=True)
-    return v / np.maximum(n, 1e-12)
-
-
 def orthonormal(primary: np.ndarray, secondary: np.ndarray) -> np.ndarray:
     """(..., 3, 3) rotation whose columns are ``primary``, ``secondary`` made orthogonal
     to it (Gram-Schmidt), and their cross product."""
-    a = _unit(primary)
+    a = unit(primary)
     b = secondary - np.sum(secondary * a, -1, keepdims=True) * a
-    b = _unit(b)
+    b = unit(b)
     return np.stack([a, b, np.cross(a, b)], axis=-1)
 
 
@@ -54,7 +50,7 @@ def _forward(pos: np.ndarray, roles: dict[str, int]) -> np.ndarray:
     lateral = pos[:, roles["left_upper_leg"]] - pos[:, roles["right_upper_leg"]]
     f = np.cross(lateral, _UP)
     f[:, 1] = 0
-    return _unit(f)
+    return unit(f)
 
 
 def _hinge(upper: np.ndarray, lower: np.ndarray, forward: np.ndarray, sign: float) -> tuple[np.ndarray, np.ndarray]:
@@ -63,10 +59,10 @@ def _hinge(upper: np.ndarray, lower: np.ndarray, forward: np.ndarray, sign: floa
     Where the limb bends by more than 12 degrees the axis is ``upper x lower``; where it
     is straight, the axis a bend toward ``sign * forward`` would have (knees bend back:
     sign -1; elbows forward: +1)."""
-    n = np.cross(_unit(upper), _unit(lower))
+    n = np.cross(unit(upper), unit(lower))
     sine = np.linalg.norm(n, axis=-1)
-    guess = np.cross(_unit(upper), sign * forward)
-    return np.where((sine > MIN_BEND)[:, None], _unit(n), _unit(guess)), sine
+    guess = np.cross(unit(upper), sign * forward)
+    return np.where((sine > MIN_BEND)[:, None], unit(n), unit(guess)), sine
 
 
 def anatomical_frames(pos: np.ndarray, roles: dict[str, int]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
