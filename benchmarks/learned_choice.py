@@ -31,7 +31,7 @@ Transition costs (session 32): ``--chooser-stay`` adds a logit to the continuing
 chosen on the validation take (``--takes validation``), then run once on the test takes.
 ``--runtime`` also drives every method through the evaluation's scripted sticks and crowd
 (``kinema eval --scenarios``, motion matching through
-:class:`~kinema.control.retrieval.matching_driver.MatchingDriver`) and prints each one's
+:func:`~kinema.control.retrieval.evaluate.matching_runtime`) and prints each one's
 controller targets against motion matching (:mod:`kinema.control.retrieval.targets`).
 
     .venv/bin/python benchmarks/learned_choice.py train -o /tmp/chooser.safetensors [--steps 1000] [--future 30]
@@ -52,8 +52,7 @@ from torch import nn
 
 from kinema.control.inertialize import PoseState
 from kinema.control.matching import MotionMatchingController
-from kinema.control.retrieval.evaluate import HORIZONS, matching_rollout, take_groups, window_starts
-from kinema.control.retrieval.matching_driver import MatchingDriver
+from kinema.control.retrieval.evaluate import HORIZONS, matching_rollout, matching_runtime, take_groups, window_starts
 from kinema.control.retrieval.metrics import floor_height, grouped_bootstrap_ci, joint_positions, summary, window_metrics
 from kinema.control.retrieval.sequences import Retriever
 from kinema.control.retrieval.training import build_clips, build_databases, load_config, resolve_clips
@@ -287,21 +286,6 @@ class OracleMatching(PickedMatching):
         return self.data.distance(self.source, self.source_joints, np.full(len(cand), self.row), cand).argmin(-1)
 
 
-def run_runtime(db: Database, make, scenario_frames: int) -> dict:
-    """The evaluation's scenarios (``kinema eval --scenarios``: the scripted sticks, the foot
-    lock, 60 s each, the idle 5 min) and its crowd (64 characters on wandering sticks for
-    10 s, from upright rows) of one controller recipe ``make`` (``make(start_frame=,
-    batch=)``), driven through :class:`MatchingDriver` as ``kinema eval`` drives motion
-    matching."""
-    from kinema.control.retrieval.evaluate import CROWD_COUNT, CROWD_FRAMES
-    from kinema.control.retrieval.scenarios import crowd_starts, run_crowd, run_scenarios
-
-    out = {"scenarios": run_scenarios(MatchingDriver(make, db), None, scenario_frames)}
-    seeds, rows = crowd_starts(db, CROWD_COUNT, 0)
-    out["crowd"] = run_crowd(MatchingDriver(make, db, CROWD_COUNT, rows), seeds, CROWD_FRAMES)
-    return out
-
-
 def evaluate(args) -> None:
     with safe_open(args.chooser, "pt") as f:   # one read: the weights and their metadata
         meta = f.metadata()
@@ -381,7 +365,7 @@ def evaluate(args) -> None:
     runs = {}
     for name, make in makers.items():
         t = time.time()
-        runs[name] = run_runtime(db, make, args.scenario_frames)
+        runs[name] = matching_runtime(db, make, None, args.scenario_frames)
         print(f"{name}, scenarios and crowd: {time.time() - t:.0f} s", flush=True)
     print("\n| scenario | " + " | ".join(runs) + " |\n" + "|---" * (len(runs) + 1) + "|")
     print("| | skating cm/s · root error m · travelled / path m · stride ratio · feet down |" + " |" * (len(runs) - 1))

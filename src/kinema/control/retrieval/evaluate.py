@@ -416,19 +416,18 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
         # motion matching as a user runs it (the inertialized controller: its springs,
         # searches, root pull and clamp, the same search mask and foot lock) on the same
         # sticks; before session 32 this was bare playback, which skated more
-        from kinema.control.retrieval.matching_driver import MatchingDriver
-        from kinema.control.retrieval.scenarios import crowd_starts, run_crowd
+        from kinema.control.retrieval.scenarios import run_crowd
 
         def matching(**kw) -> MotionMatchingController:
             return MotionMatchingController(db, search_mask=mask, **kw)
 
-        out["scenarios_motion_matching"] = run_scenarios(MatchingDriver(matching, db), names, scenario_frames)
+        mm = matching_runtime(db, matching, names, scenario_frames)
+        out["scenarios_motion_matching"] = mm["scenarios"]
         out["scenarios_upright_search"] = mask is not None
         # a crowd on wandering sticks (kinema demo crowd's): does anyone lie down or sink?
         crowd, seeds = evaluation_crowd(checkpoint, db, "retrieval", rigid=rigid, planted=planted, search_mask=mask)
         out["crowd"] = run_crowd(crowd, seeds, CROWD_FRAMES)
-        seeds, rows = crowd_starts(db, CROWD_COUNT, 0)   # evaluation_crowd's draw
-        out["crowd_motion_matching"] = run_crowd(MatchingDriver(matching, db, CROWD_COUNT, rows), seeds, CROWD_FRAMES)
+        out["crowd_motion_matching"] = mm["crowd"]
         out["database_stride_ratio"] = database_stride_ratio(db)
         out["database_feet_down_share"] = database_feet_down_share(db)
     return out
@@ -488,6 +487,22 @@ def evaluation_crowd(checkpoint: str | Path, db: Database, mode: str = "retrieva
     crowd = RetrievalCrowd(checkpoint, db, CROWD_COUNT, start_row=rows, mode=mode, rigid=rigid, planted=planted,
                            phase=np.arange(CROWD_COUNT) % 6, search_mask=search_mask)
     return crowd, seeds
+
+
+def matching_runtime(db: Database, make, names: Sequence[str] | None = None, scenario_frames: int = 3600) -> dict:
+    """A motion-matching recipe through the evaluation's runtime checks: ``scenarios`` (the
+    scripted sticks ``names``, None: all, :func:`~kinema.control.retrieval.scenarios.run_scenarios`)
+    and ``crowd`` (:data:`CROWD_COUNT` characters on :func:`evaluation_crowd`'s draw for
+    :data:`CROWD_FRAMES` frames), each driven through
+    :class:`~kinema.control.retrieval.matching_driver.MatchingDriver`; ``make(start_frame=,
+    batch=)`` builds the controller (plain motion matching, or a subclass that picks its own
+    transitions)."""
+    from kinema.control.retrieval.matching_driver import MatchingDriver
+    from kinema.control.retrieval.scenarios import crowd_starts, run_crowd, run_scenarios
+
+    seeds, rows = crowd_starts(db, CROWD_COUNT, 0)   # evaluation_crowd's draw
+    return {"scenarios": run_scenarios(MatchingDriver(make, db), names, scenario_frames),
+            "crowd": run_crowd(MatchingDriver(make, db, CROWD_COUNT, rows), seeds, CROWD_FRAMES)}
 
 
 def ground_truth_summary(truth: dict[str, np.ndarray]) -> dict[str, float]:
