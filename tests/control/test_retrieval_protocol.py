@@ -447,25 +447,61 @@ def test_rigid_pose_on_mirrored_lafan1_rows(shared_data):
     assert np.abs(out - joint_positions(db, db.pose[::40])).max() < 0.1
 
 
+def test_foot_skate_weighs_every_frame_by_how_near_the_toe_is_to_the_floor():
+    """Skating is each toe's horizontal speed weighted 1 at or below the floor height, 0 two
+    centimetres above it (linearly between), averaged over every frame: a toe gliding just
+    above the floor still skates (before session 33 it scored 0), a lifted one does not, and
+    a window that glides for a tenth of its frames reads a tenth of that speed (before: the
+    whole speed, decided by those few frames)."""
+    from kinema.control.retrieval.metrics import foot_skate
+
+    fps, floor, speed = 30.0, 0.02, 0.3   # m/s: 30 cm/s
+    x = np.arange(31)[None, :, None] * speed / fps   # (1, 31, 1)
+
+    def glide(height: float) -> np.ndarray:
+        toes = np.zeros((1, 31, 2, 3))
+        toes[..., 0], toes[..., 1] = x, height
+        return foot_skate(toes, floor, fps)[0]
+
+    assert glide(floor - 0.01) == pytest.approx(30.0)
+    assert glide(floor + 0.005) == pytest.approx(30.0 * 0.75)
+    assert glide(floor + 0.015) == pytest.approx(30.0 * 0.25)
+    assert glide(floor + 0.03) == 0.0
+    toes = np.zeros((1, 101, 2, 3))
+    toes[0, 1:11, :, 0] = (np.arange(1, 11) * 3.0 / fps)[:, None]   # 3 m/s over 10 of 100 steps
+    toes[0, 11:, :, 0] = toes[0, 10, :, 0]
+    assert foot_skate(toes, floor, fps)[0] == pytest.approx(30.0)
+
+
 def test_foot_lock_holds_planted_toes_of_a_sliding_character(games105_db, games105_retriever):
     """The runtime foot lock as the evaluation applies it (``foot_lock``): real windows whose
     root slides forward 0.15 m/s faster than the actor skate more than the truth; locked on
     the true contact labels they lose the added skating (the slide stays inside the lock's
     0.2-m unlock radius over a 1-s window), and the frozen pose (detected
     contacts: every toe still) stays at 0. Without the lock no locked figure is reported."""
+    from kinema.control.planted import plant_weights
+    from kinema.control.retrieval.metrics import floor_height, world_positions
+
     db, norm = games105_db, games105_retriever.norm
     rows, true, tp, td = _windows(db)
     labels = db.contacts[rows] > 0.5
+    floor = floor_height(db)
     slide = tp + (np.arange(tp.shape[1]) / db.fps * 0.15)[None, :, None] * td
-    m = window_metrics(true, true, norm, db, 0.05, (slide, td, tp, td), True, labels)
-    truth = window_metrics(true, true, norm, db, 0.05, (tp, td, tp, td))
+    m = window_metrics(true, true, norm, db, floor, (slide, td, tp, td), True, labels)
+    truth = window_metrics(true, true, norm, db, floor, (tp, td, tp, td))
     assert "foot_skate_locked_cm_s" not in truth
-    assert m["foot_skate_cm_s"].mean() > truth["foot_skate_cm_s"].mean() + 5.0
-    # the lock takes away (at least 80% of) the 15 cm/s slide in every window
-    assert np.all(m["foot_skate_cm_s"] - m["foot_skate_locked_cm_s"] > 0.8 * 15.0)
+    # skating weighs each frame by how much the toe is on the floor: the slide adds 15 cm/s
+    # times that share of the window
+    toes = [db.roles["left_toe"], db.roles["right_toe"]]
+    heights = world_positions(joint_positions(db, true), tp, td)[:, 1:, toes, 1]
+    share = plant_weights(heights, floor).mean((1, 2))
+    assert np.all(share > 0.2)
+    assert np.all(m["foot_skate_cm_s"] > truth["foot_skate_cm_s"] + 0.5 * 15.0 * share)
+    # the lock takes away (at least 80% of) the slide in every window
+    assert np.all(m["foot_skate_cm_s"] - m["foot_skate_locked_cm_s"] > 0.8 * 15.0 * share)
     frozen = np.repeat(true[:, :1], true.shape[1], 1)
     still = (np.repeat(tp[:, :1], tp.shape[1], 1), np.repeat(td[:, :1], td.shape[1], 1), tp, td)
-    assert window_metrics(frozen, true, norm, db, 0.05, still, True)["foot_skate_locked_cm_s"].max() == 0.0
+    assert window_metrics(frozen, true, norm, db, floor, still, True)["foot_skate_locked_cm_s"].max() == 0.0
 
 
 def test_energy_loss_charges_damping_not_phase(games105_db):

@@ -24,7 +24,8 @@ Metrics (:mod:`kinema.control.retrieval.metrics`, each chosen so that a frozen o
 character cannot win it alone): character-space and world joint error (cm), root (m) and
 heading (degrees) error against the requested path, motion energy (``joint_speed_ratio``,
 ``accel_ratio``, ``energy_window_fraction``), collapse toward the mean pose, foot skating
-(horizontal toe speed while the toe is within 2.5 cm of the floor, cm/s), ``frechet`` (the
+(horizontal toe speed weighted by how near the toe is to the floor, averaged over every
+frame, cm/s: :func:`kinema.control.retrieval.metrics.foot_skate`), ``frechet`` (the
 distribution of per-frame positions and velocities against the truth's), NPSS of joint
 positions over 60-frame chunks, divergence rate; ``ground_truth`` gives the truth's own
 skating and the Fréchet floor (``frechet_split_half``); ``per_clip`` every method per

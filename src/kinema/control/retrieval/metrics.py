@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from kinema.control.footlock import FootLock
+from kinema.control.planted import plant_weights
 from kinema.features.normalisation import Normaliser
 from kinema.features.root import yaw_quaternions, yaw_rotate
 from kinema.matching.database import Database
@@ -149,20 +150,22 @@ def world_positions(local: np.ndarray, root_pos: np.ndarray, root_dir: np.ndarra
 
 
 def floor_height(db: Database) -> float:
-    """Toe height (m) below which a toe counts as on the floor for :func:`foot_skate`: 2.5 cm
-    above the database's 5th-percentile toe height."""
+    """Toe height (m) at or below which a toe counts fully as on the floor for
+    :func:`foot_skate`: 2.5 cm above the database's 5th-percentile toe height."""
     toes = [db.roles["left_toe"], db.roles["right_toe"]]
     return float(np.percentile(joint_positions(db, db.pose)[:, toes, 1], 5)) + 0.025
 
 
 def foot_skate(world_toes: np.ndarray, floor: float, fps: float) -> np.ndarray:
-    """Mean horizontal speed (W,) in cm/s of world toe positions (W, H, T, 3) over the
-    frames where the toe is below ``floor`` metres (0 for a window without any)."""
+    """Foot skating (W,) in cm/s of world toe positions (W, H, T, 3): each toe's horizontal
+    speed weighted by how much it is on the floor (:func:`kinema.control.planted.plant_weights`:
+    1 at or below ``floor`` metres, fading to 0 over the 2 cm above it, the weights the
+    runtime's planted-foot rule and the training's skating term use), averaged over every
+    frame and toe. Before session 33 it was the mean speed over the frames below ``floor``
+    only, which a few fast frames could decide and which toes resting just above the floor
+    escaped entirely."""
     speed = np.linalg.norm(np.diff(world_toes[..., [0, 2]], axis=1), axis=-1) * fps * 100.0   # (W, H-1, T)
-    low = world_toes[:, 1:, :, 1] < floor
-    total = (speed * low).sum((1, 2))
-    count = low.sum((1, 2))
-    return np.where(count > 0, total / np.maximum(count, 1), 0.0)
+    return (speed * plant_weights(world_toes[:, 1:, :, 1], floor)).mean((1, 2))
 
 
 def locked_world_toes(db: Database, poses: np.ndarray, root_pos: np.ndarray, root_dir: np.ndarray,

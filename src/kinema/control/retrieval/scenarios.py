@@ -13,7 +13,8 @@ Measured on every drawn frame: ``finite``; ``bone_length_drift_mm``, the largest
 any bone length from the rest skeleton (a pose whose positions and rotations drift apart
 stretches bones: the tear a user sees); ``head_above_hips``; ``root_error_m``, the mean
 horizontal distance from the character's root to the requested path (the simulation
-object); ``foot_skate_cm_s``, horizontal toe speed while the toe is on the floor;
+object); ``foot_skate_cm_s``, horizontal toe speed weighted by how near the toe is to the floor
+(:func:`kinema.control.retrieval.metrics.foot_skate`);
 ``feet_down_share``, on the frames where the requested path has stood still for a second,
 the share with both toes on the floor (:func:`feet_down_share`: a character let go of
 stands on its feet, not on one leg with a knee raised); ``travelled_m`` and ``path_m``,
