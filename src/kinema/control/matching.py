@@ -68,6 +68,10 @@ class MatchingConfig:
             the foot keeps its world rotation); a lock is released when the animated toe moves
             ``unlock_radius`` metres away or the contact ends; locking and release are
             inertialized with halflife ``lock_halflife`` (MM: 0.2 m, 0.1 s).
+        transition_cost: a search leaves the playing row only for a match whose cost
+            (squared normalised feature distance) is lower than continuing's by more than
+            this (MM: 0, any better match; a cost trades responsiveness for fewer
+            transitions, and so less of the sliding each blend adds).
     """
 
     search_every: int = 6
@@ -83,6 +87,7 @@ class MatchingConfig:
     foot_lock: bool = False
     unlock_radius: float = footlock.UNLOCK_RADIUS
     lock_halflife: float = footlock.HALFLIFE
+    transition_cost: float = 0.0
 
 
 @dataclass
@@ -310,7 +315,7 @@ class MotionMatchingController:
         idx, cost = self.db.search(q, k=1, exclude=ex)
         best = idx[:, 0]
         continuing = ((self.db.features[next_rows] - q) ** 2).sum(-1)
-        keep = (best < 0) | ((next_rows < self._clip_stop[due]) & (continuing <= cost[:, 0]))
+        keep = (best < 0) | ((next_rows < self._clip_stop[due]) & (continuing - cfg.transition_cost <= cost[:, 0]))
         return np.where(keep, next_rows, best), ~keep
 
     # -- step -------------------------------------------------------------------------------

@@ -35,8 +35,9 @@ every controller in turn from the same start;
 simulation object (trajectory following; by default the root is pulled toward the
 simulation object as Motion Matching does,
 :meth:`~kinema.control.retrieval.controller.RetrievalController.adjust_toward`), heading
-error, foot skating (horizontal toe speed of the drawn pose while the toe is within 2.5 cm of the floor; and, as
-``foot_skate_in_contact_cm_s``, while the controller's contact label for it is on), speed,
+error, foot skating (of the drawn toes, as ``kinema eval`` scores it:
+:func:`kinema.control.retrieval.metrics.foot_skate`; and, as ``foot_skate_in_contact_cm_s``,
+the mean toe speed while the controller's contact label for it is on), speed,
 time per frame and whether the foot lock was on (with its time per frame). Each
 controller's run is also written as ``locomotion_<controller>.mp4`` (unless ``--no-video``),
 and ``metrics.json`` gets, per rendered frame, the camera, the hips' pixel and the drawn
@@ -57,6 +58,7 @@ import numpy as np
 
 from kinema.control import footlock
 from kinema.control.footlock import FootLock
+from kinema.control.retrieval.metrics import floor_height, foot_skate
 from kinema.control.styles import DEFAULT_STYLES, StyleLibrary, StylePlayer, style_gait_features
 from kinema.control.styles import FPS as STYLE_FPS
 from kinema.data import shared_path
@@ -382,10 +384,10 @@ class Locomotion:
 
     def metrics(self, floor: float | None = None) -> dict:
         """The run's trajectory following, heading, skating against ``floor`` (m; default
-        :func:`toe_floor` of the controller's database) and timing."""
+        :func:`~kinema.control.retrieval.metrics.floor_height` of the controller's database) and timing."""
         if not self.log:
             return {"frames": 0}
-        floor = toe_floor(self.ctl.db) if floor is None else floor
+        floor = floor_height(self.ctl.db) if floor is None else floor
         rp = np.array([r[0] for r in self.log])
         rd = np.array([r[1] for r in self.log])
         sp = np.array([r[2] for r in self.log])
@@ -410,8 +412,7 @@ class Locomotion:
         db = self.ctl.db
         toes = joints[:, [db.roles["left_toe"], db.roles["right_toe"]]]
         speed = np.linalg.norm(np.diff(toes[..., [0, 2]], axis=0), axis=-1) * 60.0 * 100.0
-        low = toes[1:, :, 1] < floor
-        out["foot_skate_cm_s"] = float(speed[low].mean()) if low.any() else 0.0
+        out["foot_skate_cm_s"] = float(foot_skate(toes[None], floor, 60.0)[0])
         planted = np.array([r[7] for r in self.log[1:]], bool)
         out["foot_skate_in_contact_cm_s"] = float(speed[planted].mean()) if planted.any() else 0.0
         return out
@@ -495,7 +496,7 @@ def programs(args: argparse.Namespace) -> list[tuple[str, Locomotion]]:
         if args.controller not in ("all",):
             program.set_mode(args.controller)
         return [("interactive", program)]
-    floor = toe_floor(db)
+    floor = floor_height(db)
     styles, schedule = load_styles(args) if args.controller == "styles" else (None, [])
     args.schedule = schedule
     out = []
@@ -506,14 +507,6 @@ def programs(args: argparse.Namespace) -> list[tuple[str, Locomotion]]:
                                  style_schedule(schedule, args.style_every), foot_lock=not args.no_foot_lock)
         out.append((mode, program))
     return out
-
-
-def toe_floor(db) -> float:
-    """The height (m) under which a toe counts as on the floor for skating: the 5th
-    percentile of the database's toe heights plus 2.5 cm."""
-    from kinema.control.retrieval.metrics import joint_positions
-    toes = [db.roles["left_toe"], db.roles["right_toe"]]
-    return float(np.percentile(joint_positions(db, db.pose)[:, toes, 1], 5)) + 0.025
 
 
 class _ControllerRun(Locomotion):
