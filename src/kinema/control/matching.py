@@ -70,8 +70,11 @@ class MatchingConfig:
             inertialized with halflife ``lock_halflife`` (MM: 0.2 m, 0.1 s).
         transition_cost: a search leaves the playing row only for a match whose cost
             (squared normalised feature distance) is lower than continuing's by more than
-            this (MM: 0, any better match; a cost trades responsiveness for fewer
-            transitions, and so less of the sliding each blend adds).
+            this (MM: 0, any better match). 1, chosen on each shipped model's validation
+            takes (``benchmarks/matching_transition_cost.py``, session 33): fewer
+            transitions, so motion nearer the actor's energy and distribution (Bandai-Namco:
+            joint speed 1.46 -> 1.04 of the actor's, Fréchet 600 -> 77, joint error at 2 s
+            7.7 -> 5.6 cm) for a root that follows the path a few millimetres less closely.
     """
 
     search_every: int = 6
@@ -87,7 +90,7 @@ class MatchingConfig:
     foot_lock: bool = False
     unlock_radius: float = footlock.UNLOCK_RADIUS
     lock_halflife: float = footlock.HALFLIFE
-    transition_cost: float = 0.0
+    transition_cost: float = 1.0
 
 
 @dataclass
