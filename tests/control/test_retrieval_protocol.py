@@ -357,6 +357,7 @@ def test_scenarios_drive_motion_matching_as_a_user_runs_it(sample_controller):
     bone stretches, and the root follows the stick."""
     from kinema.control.matching import MotionMatchingController
     from kinema.control.retrieval.matching_driver import MatchingDriver
+    from kinema.control.retrieval.metrics import floor_height
     from kinema.control.retrieval.scenarios import SCENARIOS, crowd_starts, run_crowd, run_scenario, run_scenarios
 
     _, db = sample_controller
@@ -365,7 +366,7 @@ def test_scenarios_drive_motion_matching_as_a_user_runs_it(sample_controller):
         return MotionMatchingController(db, **kw)
 
     traces: dict = {}
-    run_scenario(MatchingDriver(make, db), SCENARIOS["turns"], 240, foot_lock=False, traces=traces)
+    turns = run_scenario(MatchingDriver(make, db), SCENARIOS["turns"], 240, foot_lock=False, traces=traces)
     ctl = make(start_frame=0)
     for f in range(240):
         stick, walk = SCENARIOS["turns"](f / 60.0)
@@ -375,6 +376,12 @@ def test_scenarios_drive_motion_matching_as_a_user_runs_it(sample_controller):
     for sc in res.values():
         assert sc["finite"] and sc["head_above_hips"] and sc["bone_length_drift_mm"] <= 1.0
     assert res["stop_start"]["root_error_m"] < 0.2 and res["stop_start"]["stride_ratio"] > 0
+    # motion matching plays the data's rows: its support toe rests where the data's does
+    from kinema.control.retrieval.scenarios import database_support_height
+    from kinema.control.retrieval.targets import SUPPORT_SLACK_M
+    assert abs(res["stop_start"]["support_height_m"] - database_support_height(db)) < SUPPORT_SLACK_M
+    lower = traces["drawn"][:, [db.roles["left_toe"], db.roles["right_toe"]], 1].min(1)
+    assert turns["support_height_m"] == pytest.approx(np.median(lower) - floor_height(db))
     seeds, rows = crowd_starts(db, 8, 0)
     crowd = run_crowd(MatchingDriver(make, db, 8, rows), seeds, 120)
     assert crowd["finite"] and crowd["characters"] == 8 and crowd["fallen"] == 0

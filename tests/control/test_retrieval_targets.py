@@ -100,6 +100,31 @@ def test_a_gliding_character_fails_the_stride_and_scenario_skating_targets(resul
     assert _row(shuffling, "scenario skating vs motion matching")["passed"] is True
 
 
+def test_a_character_floating_while_it_moves_fails_the_support_target(result):
+    """Skating weighs a toe by how near it is to the floor, so a character whose toes glide
+    20 cm up reads less skating than one that steps: the support target charges the float.
+    Its lower toe at the data's height passes; 20 cm up in one moving stick fails, even
+    when its skating then beats motion matching's; a result without the heights is unjudged."""
+    on = copy.deepcopy(result)
+    on["database_support_height_m"] = -0.014
+    for sc in on["scenarios"].values():
+        sc["support_height_m"] = 0.01
+    assert _row(on, "support toe on the floor")["passed"] is True
+    floating = copy.deepcopy(on)
+    for name, sc in floating["scenarios"].items():
+        sc["foot_skate_cm_s"] = 0.5 * floating["scenarios_motion_matching"][name]["foot_skate_cm_s"]
+    floating["scenarios"]["turns"]["support_height_m"] = 0.2
+    assert _row(floating, "scenario skating vs motion matching")["passed"] is True
+    row = _row(floating, "support toe on the floor")
+    assert row["passed"] is False and row["value"] == pytest.approx(0.2)
+    idle = copy.deepcopy(on)        # the idle stick asks for no path: not read
+    idle["scenarios"]["idle"]["support_height_m"] = 0.2
+    assert _row(idle, "support toe on the floor")["passed"] is True
+    old = copy.deepcopy(result)
+    old.pop("database_support_height_m", None)
+    assert _row(old, "support toe on the floor")["passed"] is None
+
+
 def test_one_fallen_crowd_character_fails_the_crowd_target(result):
     """The crowd target reads the evaluation's ``crowd`` (64 characters on wandering sticks):
     one character lying down fails it, as does a head below the hips; none passes; a result

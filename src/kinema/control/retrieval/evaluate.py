@@ -406,7 +406,12 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
         out["stability"] = stability(model, retriever, source, db, stability_frames, context, exclude, rigid=rigid,
                                      planted=plant, unit=unit, velocities=velocities)
     if scenarios is not None:
-        from kinema.control.retrieval.scenarios import database_feet_down_share, database_stride_ratio, run_scenarios
+        from kinema.control.retrieval.scenarios import (
+            database_feet_down_share,
+            database_stride_ratio,
+            database_support_height,
+            run_scenarios,
+        )
         from kinema.matching.database import upright_mask
         names = list(scenarios) or None
         # searches restricted to the rows that stay on their feet, as in the demos (None for
@@ -431,6 +436,7 @@ def evaluate(checkpoint: str | Path, db: str | Path | Database, clips: Sequence[
         out["crowd_motion_matching"] = mm["crowd"]
         out["database_stride_ratio"] = database_stride_ratio(db)
         out["database_feet_down_share"] = database_feet_down_share(db)
+        out["database_support_height_m"] = database_support_height(db)
     return out
 
 

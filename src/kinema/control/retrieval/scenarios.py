@@ -14,7 +14,9 @@ any bone length from the rest skeleton (a pose whose positions and rotations dri
 stretches bones: the tear a user sees); ``head_above_hips``; ``root_error_m``, the mean
 horizontal distance from the character's root to the requested path (the simulation
 object); ``foot_skate_cm_s``, horizontal toe speed weighted by how near the toe is to the floor
-(:func:`kinema.control.retrieval.metrics.foot_skate`);
+(:func:`kinema.control.retrieval.metrics.foot_skate`); ``support_height_m``, the median
+height of the lower toe above that floor height (a character that floats escapes the
+skating measure, which weighs a toe by how near it is to the floor: this reads the float);
 ``feet_down_share``, on the frames where the requested path has stood still for a second,
 the share with both toes on the floor (:func:`feet_down_share`: a character let go of
 stands on its feet, not on one leg with a knee raised); ``travelled_m`` and ``path_m``,
@@ -141,6 +143,13 @@ def database_feet_down_share(db: Database) -> float | None:
     return feet_down_share(heights, settled)
 
 
+def database_support_height(db: Database) -> float:
+    """The median height (m) of the lower toe above the floor height over the database's
+    rows: where the actor's support toe rests (``support_height_m`` of the data)."""
+    toes = [db.roles["left_toe"], db.roles["right_toe"]]
+    return float(np.median(joint_positions(db, db.pose)[:, toes, 1].min(1))) - floor_height(db)
+
+
 def stride_ratio(toes: np.ndarray, roots: np.ndarray, fps: float) -> float | None:
     """Mean character-space toe speed over mean horizontal root speed (dimensionless) on
     the frames whose root moves faster than MOVING_M_S, of toes (F, T, 3) in character
@@ -231,6 +240,7 @@ def run_scenario(ctl, stick: Stick, frames: int = 3600, fps: float = 60.0, foot_
             "head_above_hips": bool(np.all(drawn[:, head, 1] > drawn[:, roles["hips"], 1])),
             "root_error_m": float(np.linalg.norm((roots - path)[:, [0, 2]], axis=-1).mean()),
             "foot_skate_cm_s": float(foot_skate(drawn[None, :, toes], floor, fps)[0]),
+            "support_height_m": float(np.median(drawn[:, toes, 1].min(1))) - floor,
             "travelled_m": path_length(roots), "path_m": path_length(path),
             "stride_ratio": stride_ratio(local_toes, roots, fps),
             "feet_down_share": feet_down_share(drawn[:, toes, 1] - floor, settled_frames(path, fps))}
