@@ -18,8 +18,9 @@ STRIDE_CEILING = 1.5     # of the database's stride ratio: above it the legs thr
 MOVING_PATH_M = 5.0      # a scenario whose requested path is longer than this (m) asks to move
 TWIN_BLOWUP = 2.0        # a twin more than this x a frozen pose's joint error has blown up: no fair gain
 FEET_DOWN_FRACTION = 0.9  # of the database's feet-down share while standing (1 where the data never stands)
-SUPPORT_SLACK_M = 0.05    # the lower toe's median height may exceed the data's by this (m) while moving
-                          # (the data: -2.4 to 0.3 cm; LaFAN1 motion matching's sticks 0.9-2.0 cm)
+SUPPORT_SLACK_M = 0.05    # the lower toe's median height may exceed the data's (or motion matching's) by
+                          # this (m) while moving (the data: -2.4 to 0.3 cm; motion matching's moving
+                          # sticks: LaFAN1 0.2-2.2 cm, the sample's runs 5.8-6.8)
 
 
 def check_targets(result: dict) -> list[dict]:
@@ -122,13 +123,15 @@ def check_targets(result: dict) -> list[dict]:
         else:
             add("scenario skating vs motion matching", None, "needs motion matching's scenarios", None)
         # skating weighs a toe by how near it is to the floor: a character that floats while
-        # it moves escapes it, and this reads the float
-        support = {n: s["support_height_m"] for n, s in moving.items() if "support_height_m" in s}
+        # it moves escapes it, and this reads the float (against the data's resting height, or
+        # motion matching's in the same stick where a run's flights lift it higher)
         ref = result.get("database_support_height_m")
-        if support and ref is not None:
-            worst = max(support.values())
-            add("support toe on the floor", worst, f"median lower-toe height <= the data's {ref:.3f} + "
-                f"{SUPPORT_SLACK_M:g} m in every moving scenario", worst <= ref + SUPPORT_SLACK_M)
+        over = {n: s["support_height_m"] - max(ref, (mm_sc or {}).get(n, {}).get("support_height_m", ref))
+                for n, s in moving.items() if "support_height_m" in s} if ref is not None else {}
+        if over:
+            worst = max(over.values())
+            add("support toe on the floor", worst, f"median lower-toe height above max(the data's {ref:.3f} m, motion "
+                f"matching's in the stick) <= {SUPPORT_SLACK_M:g} m in every moving scenario", worst <= SUPPORT_SLACK_M)
         else:
             add("support toe on the floor", None, "needs scenarios with support_height_m", None)
     else:
