@@ -219,8 +219,9 @@ class PickedMatching(MotionMatchingController):
 class StayingMatching(PickedMatching):
     """Motion matching with a transition cost: the continuing row's matching cost is lowered
     by ``stay`` (squared normalised feature distance), so a search leaves the playing row
-    only for a row that matches better by that much (``stay`` 0: motion matching as the
-    runtime runs it, over the same rows)."""
+    only for a row that matches better by that much (``stay`` 0: motion matching without a
+    transition cost, over the same rows; the runtime's own, ``MatchingConfig.transition_cost``,
+    is 1 since session 33 and is what this benchmark's plain ``motion matching`` runs)."""
 
     def __init__(self, db: Database, data: Data, stay: float, **kwargs):
         super().__init__(db, data, **kwargs)
