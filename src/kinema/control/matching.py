@@ -210,6 +210,11 @@ class MotionMatchingController:
                                     [names.index(db.config.left_toe), names.index(db.config.right_toe)],
                                     self.config.unlock_radius, self.config.lock_halflife) for _ in range(n)]
         self._adjustment = np.zeros(n)
+        # what hangs below the feet (the toes): the rigid rebuild re-hangs it from the solved feet
+        feet = (db.roles["left_foot"], db.roles["right_foot"])
+        self._below_feet = np.zeros(len(db.parents), bool)
+        for j, p in enumerate(db.parents):   # parents come first
+            self._below_feet[j] = p >= 0 and (p in feet or self._below_feet[p])
 
     # -- one character's view ----------------------------------------------------------------
     def _one(self, a: np.ndarray):
@@ -268,8 +273,8 @@ class MotionMatchingController:
         lengths = np.linalg.norm(row_offsets(db, self.frames[bent]), axis=-1)   # (Q, J): a mirrored row's skeleton
         raw = pose.positions[bent]
         placed = positions_with_lengths(raw, parents, lengths, anchors=[db.roles["hips"]])
-        feet = [db.roles["left_foot"], db.roles["right_foot"]]
-        for foot, toe in zip(feet, (db.roles["left_toe"], db.roles["right_toe"])):
+        for side in ("left", "right"):
+            foot, toe = db.roles[f"{side}_foot"], db.roles[f"{side}_toe"]
             knee = int(parents[foot])
             # the toe where the inertialized pose puts it, the foot one rest length behind it
             ball = raw[:, toe] - lengths[:, toe, None] * unit(raw[:, toe] - raw[:, foot])
@@ -281,10 +286,7 @@ class MotionMatchingController:
             two_bone(placed, hip, knee, foot, ball, lengths[:, knee, None], lengths[:, foot, None])
         # what hangs below the solved feet (the toes) hangs from them again, along the
         # inertialized directions; every other joint is placed already
-        below = np.zeros(len(parents), bool)
-        for j, p in enumerate(parents):   # parents come first
-            below[j] = p >= 0 and (p in feet or below[p])
-        pose.positions[bent] = positions_with_lengths(raw, parents, lengths, anchors=np.flatnonzero(~below),
+        pose.positions[bent] = positions_with_lengths(raw, parents, lengths, anchors=np.flatnonzero(~self._below_feet),
                                                       placed=placed)
         return pose
 
