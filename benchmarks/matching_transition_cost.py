@@ -24,22 +24,12 @@ from kinema.control.matching import MatchingConfig, MotionMatchingController
 from kinema.control.retrieval.controller import trained_planted
 from kinema.control.retrieval.evaluate import matching_rollout, matching_runtime, open_database, take_groups, window_starts
 from kinema.control.retrieval.metrics import floor_height, grouped_bootstrap_ci, summary, window_metrics
-from kinema.control.retrieval.training import build_clips, resolve_clips, validation_clips
+from kinema.control.retrieval.training import build_clips, validation_clips
 from kinema.features.normalisation import Normaliser
 from kinema.matching.database import upright_mask
 from kinema.nn.checkpoint import read_metadata
 
 MOVING = ("stop_start", "turns", "circle", "walk_run", "run_release")
-
-
-def held_clips(meta: dict, takes: str) -> list[str]:
-    """Paths of the checkpoint's test takes, or of its validation (selection) takes."""
-    if takes == "test":
-        return validation_clips(meta)
-    cfg = meta["config"]
-    base = cfg["data"].get("base")
-    names = set(meta.get("validation_clips") or cfg["data"].get("validation", []))
-    return [str(p) for p in resolve_clips(cfg["data"]["clips"], None if base is None else Path(base)) if p.stem in names]
 
 
 def main() -> None:
@@ -56,7 +46,7 @@ def main() -> None:
     costs = [float(c) for c in args.costs.split(",")]
     meta = read_metadata(args.checkpoint, require=("config",))
     db = open_database(None, meta)
-    clips = held_clips(meta, args.takes)
+    clips = validation_clips(meta, selection=args.takes == "validation")
     source = build_clips([Path(c) for c in clips], db.config, args.mirror, like=db)
     starts = window_starts(source, args.context + args.frames + 1, args.stride)
     groups = take_groups(source, starts)
@@ -67,10 +57,10 @@ def main() -> None:
     plant = floor if trained_planted(meta) else None
     rows = (starts + args.context)[:, None] + np.arange(args.frames)[None]
     truth, troots = source.pose[rows], (source.root_positions[rows], source.root_directions[rows])
-    norm_truth = window_metrics(truth, truth, norm, db, floor, troots + troots, True, source.contacts[rows] > 0.5)
+    truth_m = window_metrics(truth, truth, norm, db, floor, troots + troots, True, source.contacts[rows] > 0.5)
     mask = upright_mask(db)
     print(f"{args.takes} takes {[Path(c).stem for c in clips]}: {len(starts)} windows of {args.frames} frames; "
-          f"truth skating after the lock {summary(norm_truth)['foot_skate_locked_cm_s']:.2f} cm/s", flush=True)
+          f"truth skating after the lock {summary(truth_m)['foot_skate_locked_cm_s']:.2f} cm/s", flush=True)
     per = {}
     for c in costs:
         t0 = time.perf_counter()
@@ -78,7 +68,7 @@ def main() -> None:
         pose, pos, dirs, contacts = matching_rollout(db, source, starts, args.context, args.frames, exclude, cfg, plant)
         m = window_metrics(pose, truth, norm, db, floor, (pos, dirs) + troots, True, contacts)
         per[c] = m
-        s = summary(m, norm_truth)
+        s = summary(m, truth_m)
 
         def make(**kw) -> MotionMatchingController:
             return MotionMatchingController(db, config=cfg, search_mask=mask, **kw)

@@ -135,8 +135,7 @@ def feet_down_share(toe_heights: np.ndarray, settled: np.ndarray) -> float | Non
 def database_feet_down_share(db: Database) -> float | None:
     """:func:`feet_down_share` of the database's own motion, its rows settled by their root
     path (the actor's standing; None when the data never stands still, e.g. Bandai-Namco)."""
-    toes = [db.roles["left_toe"], db.roles["right_toe"]]
-    heights = joint_positions(db, db.pose)[:, toes, 1] - floor_height(db)
+    heights = database_toe_heights(db)
     settled = np.zeros(db.rows, bool)
     for start, stop in db.ranges:   # per clip: a still run does not continue across clips
         settled[start:stop] = settled_frames(db.root_positions[start:stop], db.fps)
@@ -146,8 +145,14 @@ def database_feet_down_share(db: Database) -> float | None:
 def database_support_height(db: Database) -> float:
     """The median height (m) of the lower toe above the floor height over the database's
     rows: where the actor's support toe rests (``support_height_m`` of the data)."""
+    return float(np.median(database_toe_heights(db).min(1)))
+
+
+def database_toe_heights(db: Database) -> np.ndarray:
+    """Heights (N, 2) in metres of the database rows' toes (left, right) above the floor
+    height (:func:`~kinema.control.retrieval.metrics.floor_height`)."""
     toes = [db.roles["left_toe"], db.roles["right_toe"]]
-    return float(np.median(joint_positions(db, db.pose)[:, toes, 1].min(1))) - floor_height(db)
+    return joint_positions(db, db.pose)[:, toes, 1] - floor_height(db)
 
 
 def stride_ratio(toes: np.ndarray, roots: np.ndarray, fps: float) -> float | None:
@@ -235,15 +240,16 @@ def run_scenario(ctl, stick: Stick, frames: int = 3600, fps: float = 60.0, foot_
     drift = np.abs(bone_lengths(drawn, db.parents) - rest)[:, rigid]
     head = head_joint(db)
     floor = floor_height(db)   # forward kinematics of every database row: once, for both toe measures
+    heights = drawn[:, toes, 1] - floor   # (F, 2) toe heights above the floor height
     return {"frames": frames, "finite": finite,
             "bone_length_drift_mm": float(np.nanmax(drift) * 1000.0) if finite else float("inf"),
             "head_above_hips": bool(np.all(drawn[:, head, 1] > drawn[:, roles["hips"], 1])),
             "root_error_m": float(np.linalg.norm((roots - path)[:, [0, 2]], axis=-1).mean()),
             "foot_skate_cm_s": float(foot_skate(drawn[None, :, toes], floor, fps)[0]),
-            "support_height_m": float(np.median(drawn[:, toes, 1].min(1))) - floor,
+            "support_height_m": float(np.median(heights.min(1))),
             "travelled_m": path_length(roots), "path_m": path_length(path),
             "stride_ratio": stride_ratio(local_toes, roots, fps),
-            "feet_down_share": feet_down_share(drawn[:, toes, 1] - floor, settled_frames(path, fps))}
+            "feet_down_share": feet_down_share(heights, settled_frames(path, fps))}
 
 
 def run_scenarios(ctl, names=None, frames: int = 3600, foot_lock: bool = True) -> dict[str, dict]:

@@ -126,8 +126,11 @@ def check_targets(result: dict) -> list[dict]:
         # it moves escapes it, and this reads the float (against the data's resting height, or
         # motion matching's in the same stick where a run's flights lift it higher)
         ref = result.get("database_support_height_m")
-        over = {n: s["support_height_m"] - max(ref, (mm_sc or {}).get(n, {}).get("support_height_m", ref))
-                for n, s in moving.items() if "support_height_m" in s} if ref is not None else {}
+        over = {}
+        for n, s in moving.items():
+            if ref is not None and "support_height_m" in s:
+                mm_height = (mm_sc or {}).get(n, {}).get("support_height_m", ref)
+                over[n] = s["support_height_m"] - max(ref, mm_height)
         if over:
             worst = max(over.values())
             add("support toe on the floor", worst, f"median lower-toe height above max(the data's {ref:.3f} m, motion "

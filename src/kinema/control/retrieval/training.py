@@ -250,13 +250,15 @@ def apply_overrides(cfg: dict, overrides: list[str]) -> dict:
     return cfg
 
 
-def validation_clips(meta: dict) -> list[str]:
+def validation_clips(meta: dict, selection: bool = False) -> list[str]:
     """Paths of the checkpoint's held-out evaluation clips (its test clips, else its
-    validation clips), resolved like its training config."""
+    validation clips; with ``selection`` its validation clips, those that selected the
+    checkpoint), resolved like its training config."""
     cfg = meta["config"]
     base = cfg["data"].get("base")
     paths = resolve_clips(cfg["data"]["clips"], None if base is None else Path(base))
-    held = set(meta.get("test_clips") or meta.get("validation_clips", cfg["data"].get("validation", [])))
+    validation = meta.get("validation_clips", cfg["data"].get("validation", []))
+    held = set(validation if selection else meta.get("test_clips") or validation)
     return [str(p) for p in paths if p.stem in held]
 
 
