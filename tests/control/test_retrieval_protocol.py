@@ -1094,8 +1094,8 @@ def test_a_stick_driven_rollout_takes_its_joystick_from_the_steer(games105_db, g
     assert rest.rows[1].max() == db.ranges[db.clip_of(starts[1:]), 1][0] - 1
 
 
-def test_stick_weights_take_the_posture_stride_skate_stand_touch_and_step_weights_from_the_settings():
-    """:func:`stick_weights` gives the posture, stride, skate, stand, touch and step terms
+def test_stick_weights_take_the_posture_stride_skate_stand_touch_step_and_support_weights_from_the_settings():
+    """:func:`stick_weights` gives the posture, stride, skate, stand, touch, step and support terms
     the settings' weights (posture 1, stride 1 and skate 0.1 by default, the earlier
     constants) and the path its fixed one (:data:`STICK_TERMS`), so raising
     ``train.stick_stride`` by 2 raises the objective by twice the stride term and nothing else."""
@@ -1104,20 +1104,63 @@ def test_stick_weights_take_the_posture_stride_skate_stand_touch_and_step_weight
     from kinema.control.retrieval.training import STICK_TERMS, TrainSettings, stick_objective, stick_weights
 
     terms = {name: torch.tensor(float(i + 1)) for i, name in
-             enumerate(["stride", "path", "posture", "skate", "stand", "touch", "step"])}
+             enumerate(["stride", "path", "posture", "skate", "stand", "touch", "step", "support"])}
     default = stick_weights(TrainSettings())
     assert default["stride"] == 1.0 and default["skate"] == 0.1 and default["posture"] == 1.0
-    assert default["stand"] == default["touch"] == default["step"] == 0.0
+    assert default["stand"] == default["touch"] == default["step"] == default["support"] == 0.0
     assert all(default[k] == v for k, v in STICK_TERMS.items())
     assert set(default) == set(terms)
     tuned = stick_weights(TrainSettings(stick_stride=3.0, stick_skate=0.5, stick_stand=0.5, stick_touch=2.0,
-                                        stick_step=1.5, stick_posture=4.0))
-    assert (tuned["stride"], tuned["skate"], tuned["stand"], tuned["touch"], tuned["step"], tuned["posture"]) == \
-        (3.0, 0.5, 0.5, 2.0, 1.5, 4.0)
+                                        stick_step=1.5, stick_posture=4.0, stick_support=2.5))
+    assert (tuned["stride"], tuned["skate"], tuned["stand"], tuned["touch"], tuned["step"], tuned["posture"],
+            tuned["support"]) == (3.0, 0.5, 0.5, 2.0, 1.5, 4.0, 2.5)
     base = float(stick_objective(terms, default))
     assert base == pytest.approx(1.0 + 2.0 * 2.0 + 1.0 * 3.0 + 0.1 * 4.0)
     more = float(stick_objective(terms, stick_weights(TrainSettings(stick_stride=3.0))))
     assert more - base == pytest.approx(2.0 * float(terms["stride"]))
+
+
+def test_the_support_loss_passes_the_actor_and_a_run_s_flights_and_charges_walking_in_the_air(games105_db):
+    """:func:`support_loss` on the actor's own moving windows: about 0 (the lower toe's
+    median height each second is on the floor); both toes held 0.2 m above the floor pay
+    ((0.2 - 0.025) / 0.1)^2 in every window; the actor's windows with both toes lifted 0.5 m
+    in two frames of every five (flights, fewer than half of each second) still pay about 0,
+    where a float that touches down once every half second passes :func:`touch_loss`'s
+    lowest-frame rule and pays this term in full; nothing is charged while the requested path stands, and
+    the gradient pushes the lower toe down."""
+    import torch
+
+    from kinema.control.retrieval.metrics import floor_height, pose_slice
+    from kinema.control.retrieval.training import TOUCH_SECONDS, support_loss, touch_loss
+
+    db = games105_db
+    rows, true, _, _ = _windows(db, 121, 20)
+    floor = floor_height(db)
+    cols = pose_slice(db, "joint_positions")
+    toes = [cols.start + 3 * db.roles[t] + 1 for t in ("left_toe", "right_toe")]
+    moving, still = np.zeros(true.shape[:2], bool), np.ones(true.shape[:2], bool)
+    floating, flights, touching = true.copy(), true.copy(), true.copy()
+    lift = np.arange(true.shape[1]) % 5 < 2
+    every = max(1, round(TOUCH_SECONDS * db.fps))
+    for toe in toes:
+        floating[..., toe] = floor + 0.2
+        flights[:, lift, toe] += 0.5
+        touching[..., toe] = floor + 0.2
+        touching[:, ::every, toe] = floor
+
+    def cost(poses, settled=moving):
+        return float(support_loss(db, torch.as_tensor(poses), settled, floor))
+
+    expected = ((0.2 - 0.025) / 0.1) ** 2
+    assert cost(true) < 0.05 * expected
+    assert cost(floating) == pytest.approx(expected, rel=1e-4)
+    assert cost(flights) < 0.05 * expected
+    assert cost(floating, still) == 0.0
+    assert float(touch_loss(db, torch.as_tensor(touching), floor)) == 0.0
+    assert cost(touching) == pytest.approx(expected, rel=1e-4)
+    t = torch.as_tensor(floating).requires_grad_(True)
+    support_loss(db, t, moving, floor).backward()
+    assert float(t.grad[..., toes].sum()) > 0
 
 
 def test_the_step_loss_passes_the_actor_walking_and_charges_a_hop_and_a_float(games105_db):

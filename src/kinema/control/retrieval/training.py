@@ -56,8 +56,10 @@ adds that much of :func:`touch_loss` (a toe on the floor at least every half sec
 walking on a stop-and-go stick the LaFAN1 model floated up, toes 20-30 cm off the floor);
 ``stick_step`` > 0 adds that much of :func:`step_loss` (each toe on the floor at least once a
 second while the requested path moves: with the skating term, weighted by ``stick_skate``,
-the root can then only move by stepping, not by gliding on both feet or hopping on one). The
-checkpoint is selected on the free-running
+the root can then only move by stepping, not by gliding on both feet or hopping on one);
+``stick_support`` > 0 adds that much of :func:`support_loss` (the lower toe's median height
+in every second the requested path moves: the LaFAN1 network walked with its support toe
+16-19 cm up, which one touch a second passes). The checkpoint is selected on the free-running
 validation loss plus each trained term's weight times its validation value
 (:func:`selection_key`).
 
@@ -179,6 +181,7 @@ class TrainSettings:
     stick_stride: float = 1.0  # ... this much of the stride term (the toes' speed against the data's stride ratio)
     stick_skate: float = 0.1   # ... this much of the skating term (skate_loss on the predicted toes on the floor)
     stick_step: float = 0.0    # ... this much of step_loss (each toe down once a second while the path moves)
+    stick_support: float = 0.0  # ... this much of support_loss (the lower toe's median height each second the path moves)
     stick_posture: float = 1.0  # ... this much of the posture term (hips outside UPRIGHT_BAND of the standing height)
 
     @property
@@ -727,6 +730,8 @@ STAND_BAND = 0.1   # settled hips (the stick asks to stand) within this share of
 TOUCH_SECONDS = 0.5   # a toe touches the floor at least once in every this many seconds (touch_loss)
 STEP_SECONDS = 1.0    # each toe touches the floor at least once in every this many seconds of walking (step_loss)
 STEP_DOWN_M = 0.025   # ... within this height (m) of the skating metric's floor
+SUPPORT_SECONDS = 1.0   # the lower toe's median height over every this many seconds of walking (support_loss)
+SUPPORT_DOWN_M = 0.025  # ... within this height (m) of the skating metric's floor
 
 
 @dataclass(frozen=True)
@@ -763,7 +768,9 @@ def stick_terms(db: Database, raw: torch.Tensor, r: Rollout, steer: StickSteer, 
       where the requested path stands;
     - ``touch``: :func:`touch_loss` (a toe on the floor at least every half second);
     - ``step``: :func:`step_loss` (each toe on the floor at least once a second while the
-      requested path moves).
+      requested path moves);
+    - ``support``: :func:`support_loss` (the lower toe on the floor half of every second
+      while the requested path moves).
     """
     toes = [db.roles["left_toe"], db.roles["right_toe"]]
     pos = _joint_positions(db, raw)
@@ -780,7 +787,8 @@ def stick_terms(db: Database, raw: torch.Tensor, r: Rollout, steer: StickSteer, 
             "skate": skate_loss(db, raw, own_contacts(db, raw, floor)),
             "stand": stand_loss(db, raw, settled, floor, targets.standing_hips),
             "touch": touch_loss(db, raw, floor),
-            "step": step_loss(db, raw, settled, floor)}
+            "step": step_loss(db, raw, settled, floor),
+            "support": support_loss(db, raw, settled, floor)}
 
 
 def stand_loss(db: Database, raw: torch.Tensor, settled: np.ndarray, floor: float, standing: float) -> torch.Tensor:
@@ -843,12 +851,33 @@ def step_loss(db: Database, raw: torch.Tensor, settled: np.ndarray, floor: float
     return (cost * moving).sum() / moving.sum().clamp(min=1.0)
 
 
+def support_loss(db: Database, raw: torch.Tensor, settled: np.ndarray, floor: float) -> torch.Tensor:
+    """What raw predicted poses (B, H, P) pay for walking in the air: in every window of
+    :data:`SUPPORT_SECONDS` (all of H when shorter) in which the requested path moves (no
+    frame of ``settled`` (B, H) bool), the median over the window's frames of the lower toe's
+    character-space height above ``floor`` (m) pays ``(relu(median - SUPPORT_DOWN_M) /
+    TOE_DOWN_M)^2``, averaged over those windows (0 when there is none; differentiable: the
+    gradient reaches the lower toe of the median frame). The median is what the evaluation's
+    ``support_height_m`` reads: a run's flight frames (both toes up) are fewer than half of
+    each second and pay nothing, where a body whose support toe hangs 16-19 cm up while it
+    moves (the session-20 LaFAN1 network on the moving sticks; motion matching 1-2 cm) pays
+    1.8 to 2.7 per window; :func:`touch_loss` and :func:`step_loss` ask only for the lowest
+    frame of each window, which one touch in a second of floating passes."""
+    low = toe_positions(db, raw)[..., 1].amin(-1) - floor                                     # (B, H)
+    median = _windows(low, SUPPORT_SECONDS * db.fps).median(-1).values                        # (B, H - window + 1)
+    still = torch.as_tensor(np.asarray(settled, np.float32), device=raw.device)
+    moving = 1.0 - _windows(still, SUPPORT_SECONDS * db.fps).amax(-1)
+    cost = (F.relu(median - SUPPORT_DOWN_M) / TOE_DOWN_M) ** 2
+    return (cost * moving).sum() / moving.sum().clamp(min=1.0)
+
+
 def stick_weights(s: TrainSettings) -> dict[str, float]:
     """Each :func:`stick_terms` term's weight: :data:`STICK_TERMS`, and ``s.stick_posture``,
-    ``s.stick_stride``, ``s.stick_skate``, ``s.stick_stand``, ``s.stick_touch`` and
-    ``s.stick_step`` of the posture, stride, skate, stand, touch and step terms."""
+    ``s.stick_stride``, ``s.stick_skate``, ``s.stick_stand``, ``s.stick_touch``,
+    ``s.stick_step`` and ``s.stick_support`` of the posture, stride, skate, stand, touch,
+    step and support terms."""
     return {**STICK_TERMS, "posture": s.stick_posture, "stride": s.stick_stride, "skate": s.stick_skate,
-            "stand": s.stick_stand, "touch": s.stick_touch, "step": s.stick_step}
+            "stand": s.stick_stand, "touch": s.stick_touch, "step": s.stick_step, "support": s.stick_support}
 
 
 def stick_objective(terms: dict[str, torch.Tensor], weights: dict[str, float]) -> torch.Tensor:
