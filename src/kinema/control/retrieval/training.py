@@ -816,6 +816,13 @@ def _windows(x: torch.Tensor, frames: float) -> torch.Tensor:
     return x.unfold(1, w, 1)
 
 
+def _moving_windows(settled: np.ndarray, frames: float, device: torch.device) -> torch.Tensor:
+    """1.0 for each window of :func:`_windows` (``frames`` long) of ``settled`` (B, H) bool
+    that holds no settled frame (the requested path moves throughout), else 0.0: (B, H - w + 1)."""
+    still = torch.as_tensor(np.asarray(settled, np.float32), device=device)
+    return 1.0 - _windows(still, frames).amax(-1)
+
+
 def touch_loss(db: Database, raw: torch.Tensor, floor: float) -> torch.Tensor:
     """What raw predicted poses (B, H, P) pay for floating: in every window of
     :data:`TOUCH_SECONDS` (all of H when shorter) the lowest toe's character-space height
@@ -845,8 +852,7 @@ def step_loss(db: Database, raw: torch.Tensor, settled: np.ndarray, floor: float
     protocol, session 23)."""
     up = toe_positions(db, raw)[..., 1] - floor                                               # (B, H, 2)
     lowest = _windows(up, STEP_SECONDS * db.fps).amin(-1)                                    # (B, H - window + 1, 2)
-    still = torch.as_tensor(np.asarray(settled, np.float32), device=raw.device)
-    moving = 1.0 - _windows(still, STEP_SECONDS * db.fps).amax(-1)                           # (B, H - window + 1)
+    moving = _moving_windows(settled, STEP_SECONDS * db.fps, raw.device)                      # (B, H - window + 1)
     cost = ((F.relu(lowest - STEP_DOWN_M) / TOE_DOWN_M) ** 2).mean(-1)
     return (cost * moving).sum() / moving.sum().clamp(min=1.0)
 
@@ -865,8 +871,7 @@ def support_loss(db: Database, raw: torch.Tensor, settled: np.ndarray, floor: fl
     frame of each window, which one touch in a second of floating passes."""
     low = toe_positions(db, raw)[..., 1].amin(-1) - floor                                     # (B, H)
     median = _windows(low, SUPPORT_SECONDS * db.fps).median(-1).values                        # (B, H - window + 1)
-    still = torch.as_tensor(np.asarray(settled, np.float32), device=raw.device)
-    moving = 1.0 - _windows(still, SUPPORT_SECONDS * db.fps).amax(-1)
+    moving = _moving_windows(settled, SUPPORT_SECONDS * db.fps, raw.device)
     cost = (F.relu(median - SUPPORT_DOWN_M) / TOE_DOWN_M) ** 2
     return (cost * moving).sum() / moving.sum().clamp(min=1.0)
 
