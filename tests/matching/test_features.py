@@ -20,32 +20,32 @@ SAMPLE_CLIPS = ["idle", "run_forward", "walk_and_turn_left", "walk_forward"]
 
 # What the implementation before the registry (commit efde6a0, three hand-kept copies of each
 # feature) built from the bundled sample (and, for the dog, the registry's first build, equal
-# to it): per array, its norm and four fixed random projections (see _summary). The registry
-# must reproduce them to float32 rounding. They were hashes of the bytes until session 34,
-# when a machine with another CPU moved the last bits of the same numpy code's float32
-# results (efde6a0 and the registry still agreed bit for bit there).
+# to it): per array, its dtype, shape, norm and four fixed random projections (see _summary).
+# The registry must reproduce them to float32 rounding. They were hashes of the bytes until
+# session 34, when a machine with another CPU moved the last bits of the same numpy code's
+# float32 results (efde6a0 and the registry still agreed bit for bit there).
 BEFORE = {
     "games105": {
-        "raw_features": [111.680699101, -39.3662824679, 8.36887993571, -24.188723423, 100.754699037],
-        "features": [217.862662901, 22.2954281462, 201.493181604, -96.4393370287, 6.34258966694],
-        "feature_mean": [2.27179881225, -2.10860394695, 3.95590943744, 2.52317182714, 0.0563774194337],
-        "feature_scale": [1.99008089256, -1.44754029358, 2.98711638749, 1.3277949645, 1.38845625443],
-        "pose": [321.495608204, -572.690797778, 241.94236087, 96.5635677483, 18.6396695298],
-        "contacts": [37.2558720204, -42.3071879597, 24.548288515, 48.8253263997, 49.6498831815],
+        "raw_features": ("<f4", (1114, 27), [111.680699101, -39.3662824679, 8.36887993571, -24.188723423, 100.754699037]),
+        "features": ("<f4", (1114, 27), [217.862662901, 22.2954281462, 201.493181604, -96.4393370287, 6.34258966694]),
+        "feature_mean": ("<f4", (27,), [2.27179881225, -2.10860394695, 3.95590943744, 2.52317182714, 0.0563774194337]),
+        "feature_scale": ("<f4", (27,), [1.99008089256, -1.44754029358, 2.98711638749, 1.3277949645, 1.38845625443]),
+        "pose": ("<f4", (1114, 246), [321.495608204, -572.690797778, 241.94236087, 96.5635677483, 18.6396695298]),
+        "contacts": ("|b1", (1114, 2), [37.2558720204, -42.3071879597, 24.548288515, 48.8253263997, 49.6498831815]),
     },
     "games105_pose": {
-        "raw_features": [126.29924827, 63.7922036567, -99.4649376624, 94.8003265779, -108.188520616],
-        "features": [224.654798447, -162.621327987, -328.698652508, 243.068634599, -310.882203688],
-        "feature_mean": [2.87366302701, -2.04441433337, -0.128207249572, -0.631522826457, 3.91366237197],
-        "feature_scale": [2.01178676624, -1.78130720597, 5.3990909275, -0.13153629688, 4.04491276973],
-        "pose": [321.495608204, -572.690797778, 241.94236087, 96.5635677483, 18.6396695298],
-        "contacts": [37.2558720204, -42.3071879597, 24.548288515, 48.8253263997, 49.6498831815],
+        "raw_features": ("<f4", (1114, 36), [126.29924827, 63.7922036567, -99.4649376624, 94.8003265779, -108.188520616]),
+        "features": ("<f4", (1114, 36), [224.654798447, -162.621327987, -328.698652508, 243.068634599, -310.882203688]),
+        "feature_mean": ("<f4", (36,), [2.87366302701, -2.04441433337, -0.128207249572, -0.631522826457, 3.91366237197]),
+        "feature_scale": ("<f4", (36,), [2.01178676624, -1.78130720597, 5.3990909275, -0.13153629688, 4.04491276973]),
+        "pose": ("<f4", (1114, 246), [321.495608204, -572.690797778, 241.94236087, 96.5635677483, 18.6396695298]),
+        "contacts": ("|b1", (1114, 2), [37.2558720204, -42.3071879597, 24.548288515, 48.8253263997, 49.6498831815]),
     },
     "dog": {
-        "features": [501.976461494, -143.423956673, 50.6925296824, 235.235353013, -254.210636953],
-        "mean": [2.37083556818, -0.382757923431, 6.54683209363, 4.75014860267, -2.78504821007],
-        "std": [3.6724488551, -1.33005252555, 7.98469093491, -1.19222197897, -2.28156285646],
-        "weights": [6.42261628933, -3.31017226636, 15.2854392344, 0.585346926629, -3.31752426157],
+        "features": ("<f4", (10666, 39), [501.976461494, -143.423956673, 50.6925296824, 235.235353013, -254.210636953]),
+        "mean": ("<f8", (39,), [2.37083556818, -0.382757923431, 6.54683209363, 4.75014860267, -2.78504821007]),
+        "std": ("<f8", (39,), [3.6724488551, -1.33005252555, 7.98469093491, -1.19222197897, -2.28156285646]),
+        "weights": ("<f8", (39,), [6.42261628933, -3.31017226636, 15.2854392344, 0.585346926629, -3.31752426157]),
     },
 }
 SUMMARY_RTOL = 1e-5   # of the array's norm: float32 rounding moves a summary by about 1e-7 of it
@@ -61,10 +61,13 @@ def _summary(a: np.ndarray) -> np.ndarray:
     return np.array([np.sqrt((x ** 2).sum()), *(w @ x)])
 
 
-def _assert_as_before(arrays: dict[str, np.ndarray], before: dict[str, list[float]]) -> None:
+def _assert_as_before(arrays: dict[str, np.ndarray], before: dict[str, tuple]) -> None:
     assert sorted(arrays) == sorted(before)
     for name, a in arrays.items():
-        ref = np.array(before[name])
+        dtype, shape, summary = before[name]
+        a = np.asarray(a)
+        assert (a.dtype.str, a.shape) == (dtype, shape), name
+        ref = np.array(summary)
         np.testing.assert_allclose(_summary(a), ref, rtol=0, atol=SUMMARY_RTOL * ref[0], err_msg=name)
 
 
