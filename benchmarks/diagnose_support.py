@@ -9,6 +9,11 @@ height above the skating metric's floor, m: what the support target reads), the 
 reads a high support toe and little skating; a gliding one a support toe on the floor and
 much skating; one that steps, both low. 20 s of six sticks take about a minute per checkpoint.
 
+``gait``: one stick, one checkpoint, every half second: the root's speed, each toe's
+character-space speed (m/s) and drawn height above the skating metric's floor (m). A glide on
+one leg reads a toe held up for seconds while the other toe moves slower than the root (the
+session-34 ``gsup`` ran 4 m/s with its left toe 0.6-0.7 m up and its right toe at 0.7-1.2 m/s).
+
 ``data``: what :func:`~kinema.control.retrieval.training.support_loss` charges the actor: the
 lower toe's median height in every one-second window (a quarter-second apart) of a training
 config's database in which the root moves faster than 0.3 m/s throughout, per clip, the share
@@ -16,6 +21,7 @@ of those windows within ``SUPPORT_DOWN_M`` of the floor and their mean cost.
 
     .venv/bin/python benchmarks/diagnose_support.py sticks models/retrieval_lafan1.safetensors [CKPT ...] [--seconds 20]
     .venv/bin/python benchmarks/diagnose_support.py data configs/retrieval_lafan1_rigid.toml
+    .venv/bin/python benchmarks/diagnose_support.py gait models/retrieval_lafan1.safetensors [--stick walk_run] [--seconds 10]
 """
 from __future__ import annotations
 
@@ -25,6 +31,7 @@ import numpy as np
 
 from kinema.control.retrieval.controller import RetrievalController, trained_planted
 from kinema.control.retrieval.evaluate import open_database
+from kinema.control.retrieval.metrics import floor_height
 from kinema.control.retrieval.scenarios import (
     MOVING_M_S,
     SCENARIOS,
@@ -38,6 +45,12 @@ from kinema.matching.database import upright_mask
 from kinema.nn.checkpoint import load_checkpoint
 
 
+def _controller(checkpoint: str, db=None):
+    _, meta = load_checkpoint(checkpoint)
+    db = db if db is not None else open_database(None, meta)
+    return RetrievalController(checkpoint, db, planted=trained_planted(meta), search_mask=upright_mask(db)), db
+
+
 def _fmt(x: float | None, digits: int = 2) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
@@ -45,10 +58,7 @@ def _fmt(x: float | None, digits: int = 2) -> str:
 def sticks(checkpoints: list[str], seconds: float) -> None:
     db = None
     for ck in checkpoints:
-        _, meta = load_checkpoint(ck)
-        if db is None:   # one database: the checkpoints must share a recipe's data
-            db = open_database(None, meta)
-        ctl = RetrievalController(ck, db, planted=trained_planted(meta), search_mask=upright_mask(db))
+        ctl, db = _controller(ck, db)   # one database: the checkpoints must share a recipe's data
         print(f"{ck}  (the data's support toe: {database_support_height(db) * 100:.1f} cm)")
         print("  stick        support cm  skating cm/s  stride  feet down")
         for name, stick in SCENARIOS.items():
@@ -58,6 +68,28 @@ def sticks(checkpoints: list[str], seconds: float) -> None:
             r = run_scenario(ctl, stick, int(seconds * db.fps), fps=db.fps)
             print(f"  {name:12s} {r['support_height_m'] * 100:10.1f}  {r['foot_skate_cm_s']:12.1f}"
                   f"  {_fmt(r['stride_ratio']):>6s}  {_fmt(r['feet_down_share']):>9s}", flush=True)
+
+
+def gait(checkpoint: str, stick: str, seconds: float) -> None:
+    if stick not in SCENARIOS:
+        raise SystemExit(f"unknown stick {stick!r}; choose from {sorted(SCENARIOS)}")
+    ctl, db = _controller(checkpoint)
+    ctl.reset(0)
+    tr: dict = {}
+    r = run_scenario(ctl, SCENARIOS[stick], int(seconds * db.fps), fps=db.fps, traces=tr)
+    toes = [db.roles["left_toe"], db.roles["right_toe"]]
+    height = tr["drawn"][:, toes, 1] - floor_height(db)                                         # (F, 2)
+    toe_speed = np.linalg.norm(np.diff(tr["local_toes"][:, :, [0, 2]], axis=0), axis=-1) * db.fps  # (F-1, 2)
+    root_speed = np.linalg.norm(np.diff(tr["roots"][:, [0, 2]], axis=0), axis=-1) * db.fps        # (F-1,)
+    print(f"{checkpoint} on {stick}: support {r['support_height_m'] * 100:.1f} cm, skating "
+          f"{r['foot_skate_cm_s']:.1f} cm/s, stride {_fmt(r['stride_ratio'])}")
+    print("     s  root m/s  toe speed L / R m/s  toe height L / R m")
+    n = max(1, round(db.fps / 2))
+    for a in range(0, len(root_speed) - n + 1, n):
+        s = slice(a, a + n)
+        speed, up = toe_speed[s].mean(0), height[s].mean(0)
+        print(f"  {a / db.fps:4.1f}  {root_speed[s].mean():8.2f}  {speed[0]:9.2f} / {speed[1]:5.2f}"
+              f"  {up[0]:11.2f} / {up[1]:5.2f}")
 
 
 def data(config: str) -> None:
@@ -87,11 +119,17 @@ def main() -> None:
     s = sub.add_parser("sticks", help="support toe, skating, stride and stance on the scripted sticks")
     s.add_argument("checkpoints", nargs="+")
     s.add_argument("--seconds", type=float, default=20.0)
+    g = sub.add_parser("gait", help="one stick, every half second: root speed, toe speeds and toe heights")
+    g.add_argument("checkpoint")
+    g.add_argument("--stick", default="walk_run")
+    g.add_argument("--seconds", type=float, default=10.0)
     d = sub.add_parser("data", help="what the support term charges the actor in a config's training takes")
     d.add_argument("config")
     a = ap.parse_args()
     if a.what == "sticks":
         sticks(a.checkpoints, a.seconds)
+    elif a.what == "gait":
+        gait(a.checkpoint, a.stick, a.seconds)
     else:
         data(a.config)
 
