@@ -410,3 +410,30 @@ def test_a_blown_up_validation_rollout_scores_infinity_instead_of_ending_the_run
     assert np.isfinite(healthy["fr_with"]) and blown["fr_with"] == np.inf
     assert selection_key(blown, s) == np.inf and np.isfinite(selection_key(healthy, s))
     assert blown["fr_without"] == healthy["fr_without"]   # the null path reads no candidates
+
+
+def test_a_run_started_from_a_checkpoint_begins_at_its_weights(trained, tmp_path):
+    """``train.init``: a run with no step that can change a weight (learning rate 0, no
+    weight decay) ends with exactly the weights it started from, which are those of the
+    checkpoint, not fresh ones; a checkpoint of another architecture or a missing one is
+    refused with the setting's name."""
+    path, _, _, _ = trained
+    cfg = load_config(CONFIG)
+    cfg["train"].update(init=str(path), warmup=0, scheduled=0, free=4, eval_every=2, lr=0.0, weight_decay=0.0)
+    out, _ = train(cfg, tmp_path / "continued.safetensors", log=lambda *_: None)
+    a, _ = load_checkpoint(path)
+    b, _ = load_checkpoint(out)
+    for (name, x), y in zip(a.state_dict().items(), b.state_dict().values()):
+        assert torch.equal(x, y), name
+    fresh_cfg = load_config(CONFIG)
+    fresh_cfg["train"].update(warmup=0, scheduled=0, free=4, eval_every=2, lr=0.0, weight_decay=0.0)
+    fresh, _ = train(fresh_cfg, tmp_path / "fresh.safetensors", log=lambda *_: None)
+    c, _ = load_checkpoint(fresh)
+    assert any(not torch.equal(x, y) for x, y in zip(a.state_dict().values(), c.state_dict().values()))
+    cfg["model"]["d_model"] = cfg["model"].get("d_model", 32) * 2
+    with pytest.raises(KinemaError, match="train.init.*does not fit"):
+        train(cfg, tmp_path / "bad.safetensors", log=lambda *_: None)
+    cfg = load_config(CONFIG)
+    cfg["train"]["init"] = str(tmp_path / "nowhere.safetensors")
+    with pytest.raises(KinemaError, match="train.init.*not found"):
+        train(cfg, tmp_path / "bad.safetensors", log=lambda *_: None)

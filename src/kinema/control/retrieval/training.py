@@ -61,7 +61,10 @@ the root can then only move by stepping, not by gliding on both feet or hopping 
 in every second the requested path moves: the LaFAN1 network walked with its support toe
 16-19 cm up, which one touch a second passes). The checkpoint is selected on the free-running
 validation loss plus each trained term's weight times its validation value
-(:func:`selection_key`).
+(:func:`selection_key`). With ``init`` (a finished checkpoint's path) the run starts from
+that checkpoint's weights instead of fresh ones (:func:`start_from`; same database and
+architecture): e.g. ``--set train.init=RUN.safetensors --set train.warmup=0 --set
+train.scheduled=0`` gives a trained model more free-stage steps, or new terms.
 
 Config (TOML or JSON): sections ``data`` (``clips``: globs, ``sample:``/``shared:``
 prefixes resolve through :mod:`kinema.data`; ``validation``: clip names held out and used
@@ -183,6 +186,7 @@ class TrainSettings:
     stick_step: float = 0.0    # ... this much of step_loss (each toe down once a second while the path moves)
     stick_support: float = 0.0  # ... this much of support_loss (the lower toe's median height each second the path moves)
     stick_posture: float = 1.0  # ... this much of the posture term (hips outside UPRIGHT_BAND of the standing height)
+    init: str = ""             # a finished checkpoint (same database and architecture) to start from instead of fresh weights
 
     @property
     def upright_free(self) -> bool:
@@ -1064,6 +1068,27 @@ def diverged(step: int, stage: str, s: TrainSettings, partial: Path) -> KinemaEr
                        "or a smaller train.clip_grad")
 
 
+def start_from(model: torch.nn.Module, checkpoint: str | Path, db: Database) -> None:
+    """Load the weights of a finished ``checkpoint`` into ``model`` (``train.init``: a run
+    that continues another one, e.g. more free-stage steps or new terms on a trained model).
+    Raises :class:`KinemaError` when the checkpoint was trained on another database (its
+    normalisation and candidates would not be this run's) or its weights do not fit the
+    config's model."""
+    from kinema.nn.checkpoint import load_checkpoint
+
+    path = Path(checkpoint)
+    if not path.is_file():
+        raise KinemaError(f"train.init: {path} not found")
+    saved, meta = load_checkpoint(path)
+    if meta.get("fingerprint") != db.fingerprint:
+        raise KinemaError(f"train.init: {path} was trained on database {meta.get('fingerprint')}, "
+                          f"this config builds {db.fingerprint}")
+    try:
+        model.load_state_dict(saved.state_dict())
+    except RuntimeError as e:
+        raise KinemaError(f"train.init: {path} does not fit this config's model: {e}") from e
+
+
 def partial_path(out: Path) -> Path:
     """Where an unfinished run of ``out`` keeps its state (see :func:`train`)."""
     return out.with_name(out.stem + ".partial" + out.suffix)
@@ -1116,6 +1141,8 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
     norm = Normaliser.fit(db.pose, floor=1e-2)
     retriever = make_retriever(cfg, db, norm)
     model = make_model(cfg, db, retriever).to(s.device)
+    if s.init:
+        start_from(model, s.init, db)
     train_clips = np.arange(len(db.ranges))
     rc = cfg.get("retrieval", {})
     sampler = WindowSampler(retriever, train_clips, s.window, seed=s.seed,
