@@ -415,8 +415,8 @@ def test_a_blown_up_validation_rollout_scores_infinity_instead_of_ending_the_run
 def test_a_run_started_from_a_checkpoint_begins_at_its_weights(trained, tmp_path):
     """``train.init``: a run with no step that can change a weight (learning rate 0, no
     weight decay) ends with exactly the weights it started from, which are those of the
-    checkpoint, not fresh ones; a checkpoint of another architecture or a missing one is
-    refused with the setting's name."""
+    checkpoint, not fresh ones; a checkpoint of another architecture or database, or a
+    missing one, is refused with the setting's name."""
     path, _, _, _ = trained
     cfg = load_config(CONFIG)
     cfg["train"].update(init=str(path), warmup=0, scheduled=0, free=4, eval_every=2, lr=0.0, weight_decay=0.0)
@@ -436,4 +436,8 @@ def test_a_run_started_from_a_checkpoint_begins_at_its_weights(trained, tmp_path
     cfg = load_config(CONFIG)
     cfg["train"]["init"] = str(tmp_path / "nowhere.safetensors")
     with pytest.raises(KinemaError, match="train.init.*not found"):
+        train(cfg, tmp_path / "bad.safetensors", log=lambda *_: None)
+    cfg["train"]["init"] = str(path)
+    cfg["data"]["clips"] = [c for c in cfg["data"]["clips"] if "idle" not in c]   # another database
+    with pytest.raises(KinemaError, match="train.init: .*trained on database"):
         train(cfg, tmp_path / "bad.safetensors", log=lambda *_: None)

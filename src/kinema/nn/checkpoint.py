@@ -340,17 +340,21 @@ def _match_shapes(expected: dict[str, tuple], state: dict[str, tuple], name: str
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu",
-                    limits: Limits = DEFAULT) -> tuple[nn.Module, dict]:
+                    limits: Limits = DEFAULT, fingerprint: str | None = None) -> tuple[nn.Module, dict]:
     """Rebuild the model stored at ``path`` from its metadata alone.
 
     Returns ``(model in eval mode, metadata)``; ``metadata`` is the decoded header (keys of
     the module docstring), with ``training_state`` decoded to tensors when present.
     Raises :class:`kinema.errors.CheckpointError` on pickles, corrupted files, unknown
     classes, weights that do not match the architecture or are not finite, and (as
-    :class:`kinema.errors.LimitError`, also a CheckpointError) sizes over ``limits``.
+    :class:`kinema.errors.LimitError`, also a CheckpointError) sizes over ``limits``; with
+    ``fingerprint``, also when the checkpoint was trained on another database (its metadata's
+    ``fingerprint``), before any weight is read.
     """
     path = Path(path)
     meta, shapes = _kinema_header(path, limits)
+    if fingerprint is not None and meta.get("fingerprint") != fingerprint:
+        raise CheckpointError(f"{path}: trained on database {meta.get('fingerprint')}, got {fingerprint}")
     model_shapes = {k[len("model."):]: v for k, v in shapes.items() if k.startswith("model.")}
     model = build_model(meta["architecture"], path, limits, model_shapes)
     tensors = _tensors(path)

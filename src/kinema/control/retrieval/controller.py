@@ -113,14 +113,10 @@ class RetrievalCrowd:
                  control: ControlConfig | None = None, search_mask: np.ndarray | None = None):
         if batch < 1:
             raise KinemaError(f"a crowd needs at least one character, got batch={batch}")
-        self.model, meta = load_checkpoint(checkpoint)
-        if meta.get("fingerprint") != db.fingerprint:
-            raise KinemaError(f"{checkpoint}: trained on database {meta.get('fingerprint')}, got {db.fingerprint}")
+        self.model, meta = load_checkpoint(checkpoint, fingerprint=db.fingerprint)
         self.base = None
         if baseline is not None:
-            self.base, bmeta = load_checkpoint(baseline)
-            if bmeta.get("fingerprint") != db.fingerprint:
-                raise KinemaError(f"{baseline}: trained on database {bmeta.get('fingerprint')}, got {db.fingerprint}")
+            self.base, _ = load_checkpoint(baseline, fingerprint=db.fingerprint)
         self.db = db
         self.batch = int(batch)
         self.norm = Normaliser.from_json(meta["normalisation"]["pose"])

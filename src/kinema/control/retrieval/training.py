@@ -1079,10 +1079,10 @@ def start_from(model: torch.nn.Module, checkpoint: str | Path, db: Database) -> 
     path = Path(checkpoint)
     if not path.is_file():
         raise KinemaError(f"train.init: {path} not found")
-    saved, meta = load_checkpoint(path)
-    if meta.get("fingerprint") != db.fingerprint:
-        raise KinemaError(f"train.init: {path} was trained on database {meta.get('fingerprint')}, "
-                          f"this config builds {db.fingerprint}")
+    try:
+        saved, _ = load_checkpoint(path, fingerprint=db.fingerprint)
+    except KinemaError as e:
+        raise KinemaError(f"train.init: {e}") from e
     try:
         model.load_state_dict(saved.state_dict())
     except RuntimeError as e:
