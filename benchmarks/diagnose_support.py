@@ -41,11 +41,13 @@ from kinema.control.retrieval.scenarios import (
     run_scenario,
 )
 from kinema.control.retrieval.training import SUPPORT_DOWN_M, SUPPORT_SECONDS, build_databases, load_config
-from kinema.matching.database import upright_mask
+from kinema.matching.database import Database, upright_mask
 from kinema.nn.checkpoint import load_checkpoint
 
 
-def _controller(checkpoint: str, db=None):
+def _controller(checkpoint: str, db: Database | None = None) -> tuple[RetrievalController, Database]:
+    """The runtime controller of ``checkpoint`` (as ``kinema eval --scenarios`` drives it) on
+    ``db``, or on the database its metadata names."""
     _, meta = load_checkpoint(checkpoint)
     db = db if db is not None else open_database(None, meta)
     return RetrievalController(checkpoint, db, planted=trained_planted(meta), search_mask=upright_mask(db)), db

@@ -1141,7 +1141,8 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
     norm = Normaliser.fit(db.pose, floor=1e-2)
     retriever = make_retriever(cfg, db, norm)
     model = make_model(cfg, db, retriever).to(s.device)
-    if s.init:
+    resuming = resume and partial.is_file()
+    if s.init and not resuming:   # a resumed run's weights come from its partial state
         start_from(model, s.init, db)
     train_clips = np.arange(len(db.ranges))
     rc = cfg.get("retrieval", {})
@@ -1157,7 +1158,7 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
     best, best_state = math.inf, copy.deepcopy(model.state_dict())
     running: list[float] = []
     first, elapsed = 0, 0.0
-    if resume and partial.is_file():
+    if resuming:
         from kinema.nn.checkpoint import load_checkpoint
         saved, meta = load_checkpoint(partial)
         st = meta.get("training_state") or {}
