@@ -355,7 +355,8 @@ def test_stick_driven_free_steps_train_select_and_resume(trained, tmp_path):
     steps, ``stick_chain``); every free-stage validation records their objective with and
     without candidates, the selection adds stick_weight x its value, the checkpoint lists
     the term, the weights differ from the run without it, and an interrupted run resumes
-    to the same weights (a chain ends at every validation)."""
+    to the same weights (a chain ends at every validation). With ``stick_adjust`` (roots
+    pulled toward the springs as at runtime) the run trains to finite, other weights."""
     from kinema.control.retrieval.training import selection_key, settings
 
     cfg = load_config(CONFIG)
@@ -369,6 +370,12 @@ def test_stick_driven_free_steps_train_select_and_resume(trained, tmp_path):
     assert meta["loss_weights"]["stick"] == 0.5
     _assert_resumes_to_the_same_weights(cfg, a_path, tmp_path / "stick_resumed.safetensors")
     _assert_differs_from_the_plain_run(a_path, tmp_path)
+    cfg["train"]["stick_adjust"] = True
+    b_path, meta = train(cfg, tmp_path / "adjusted.safetensors", log=lambda *_: None)
+    assert all(np.isfinite(h["stick_with"]) for h in meta["history"]["epochs"])
+    a, _ = load_checkpoint(a_path)
+    b, _ = load_checkpoint(b_path)
+    assert any(not torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
 
 
 def _assert_resumes_to_the_same_weights(cfg: dict, whole: Path, out: Path) -> None:

@@ -1094,6 +1094,74 @@ def test_a_stick_driven_rollout_takes_its_joystick_from_the_steer(games105_db, g
     assert rest.rows[1].max() == db.ranges[db.clip_of(starts[1:]), 1][0] - 1
 
 
+def test_adjust_roots_halves_the_lag_every_halflife_and_never_lets_it_pass_the_clamp():
+    """:func:`adjust_roots` (the runtime's Motion Matching adjustment): a root 0.3 m behind
+    its simulation object, facing 60 degrees off it, is pulled one halflife of frames and
+    lags by half (0.15 m, 30 degrees); one 2 m behind is held at the clamp from the first
+    frame; the object's height is ignored (roots stay on the floor)."""
+    from kinema.control.retrieval.rollout import ADJUST_CLAMP, ADJUST_HALFLIFE, adjust_roots
+    from kinema.maths import angles
+
+    fps = 60.0
+    pos = np.array([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]], np.float32)
+    dirs = np.array([[0.0, 0.0, 1.0], [0.0, 0.0, 1.0]], np.float32)
+    goal = np.array([[0.3, 0.5, 0.0], [2.0, 0.0, 0.0]])
+    goal_dir = np.array([[np.sin(np.pi / 3), 0.0, np.cos(np.pi / 3)]] * 2)
+    first = adjust_roots(pos, dirs, goal, goal_dir, 1 / fps)[0]
+    assert np.linalg.norm(first[1] - goal[1]) == pytest.approx(ADJUST_CLAMP, abs=1e-5)
+    for _ in range(int(round(ADJUST_HALFLIFE * fps))):
+        pos, dirs = adjust_roots(pos, dirs, goal, goal_dir, 1 / fps)
+    assert np.linalg.norm(pos[0] - goal[0] * [1, 0, 1]) == pytest.approx(0.15, abs=1e-4) and pos[0, 1] == 0.0
+    assert np.degrees(angles.yaw(dirs[0])) == pytest.approx(30.0, abs=1e-3)
+
+
+def test_an_adjusted_stick_rollout_draws_the_runtimes_roots_and_charges_its_legs_for_them(games105_db,
+                                                                                           games105_retriever):
+    """``rollout(..., adjust=True)``: an untrained network's steered roots stay within the
+    clamp of the springs' path at every frame, where its own roots wander farther; a rollout
+    without a steer refuses it. :func:`drawn_skate_loss` on the roots the poses' own root
+    motion integrates to is :func:`skate_loss` (the actor's windows), and the same poses
+    drawn on roots that slide 2 cm a frame more pay the slide: the legs are charged for the
+    ground the adjustment moves them over."""
+    import torch
+
+    from kinema.control.retrieval.metrics import floor_height
+    from kinema.control.retrieval.rollout import ADJUST_CLAMP, integrate_root, root_motion, rollout
+    from kinema.control.retrieval.steering import StickSteer
+    from kinema.control.retrieval.training import drawn_skate_loss, own_contacts, skate_loss
+    from kinema.errors import KinemaError
+
+    db, r = games105_db, games105_retriever
+    model, starts = _untrained_model_and_starts(db, r)
+    seeds, walk = np.array([[0.25, 0.9, 0.0, 0.0], [0.75, 0.1, 0.5, 0.0]]), np.array([False, True])
+    with torch.no_grad():
+        steer = StickSteer(seeds, walk, db.fps)
+        drawn = rollout(model, r, db, starts, 8, 48, rigid=True, steer=steer, adjust=True)
+        path = steer.path()[0]
+        own_steer = StickSteer(seeds, walk, db.fps)
+        own = rollout(model, r, db, starts, 8, 48, rigid=True, steer=own_steer)
+    lag = np.linalg.norm((drawn.root_pos - path)[..., [0, 2]], axis=-1)
+    own_lag = np.linalg.norm((own.root_pos - own_steer.path()[0])[..., [0, 2]], axis=-1)
+    assert lag.max() <= ADJUST_CLAMP + 1e-4 and own_lag.max() > lag.max() + 0.05
+    with pytest.raises(KinemaError, match="adjust"):
+        rollout(model, r, db, starts, 8, 24, rigid=True, adjust=True)
+
+    rows, true, tp, td = _windows(db, 61, 20)
+    pos, dirs, roots, facings = tp[:, 0].copy(), td[:, 0].copy(), [], []
+    for t in range(true.shape[1]):
+        if t:
+            pos, dirs = integrate_root(pos, dirs, root_motion(db, true[:, t]), db.fps)
+        roots.append(pos)
+        facings.append(dirs)
+    roots, facings = np.stack(roots, 1), np.stack(facings, 1)
+    poses = torch.as_tensor(true)
+    on = own_contacts(db, poses, floor_height(db))
+    plain = float(skate_loss(db, poses, on))
+    assert float(drawn_skate_loss(db, poses, on, roots, facings)) == pytest.approx(plain, rel=1e-3)
+    slid = roots + np.arange(true.shape[1])[None, :, None] * np.array([0.02, 0.0, 0.0])
+    assert float(drawn_skate_loss(db, poses, on, slid, facings)) > plain + 2.0   # 2 cm a frame: 4 cm^2 where planted
+
+
 def test_stick_weights_take_the_posture_stride_skate_stand_touch_step_and_support_weights_from_the_settings():
     """:func:`stick_weights` gives the posture, stride, skate, stand, touch, step and support terms
     the settings' weights (posture 1, stride 1 and skate 0.1 by default, the earlier

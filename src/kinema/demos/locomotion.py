@@ -540,13 +540,13 @@ class _ControllerRun(Locomotion):
 
 
 def summary(args: argparse.Namespace, runs: dict[str, dict]) -> dict:
-    from kinema.control.retrieval import controller
+    from kinema.control.retrieval import rollout
 
     if "interactive" in runs:
         return {"checkpoint": args.checkpoint, "steps": runs["interactive"]["steps"]}
     out = {"checkpoint": args.checkpoint, "baseline": args.baseline,
-           "root_adjustment": None if args.no_adjust else {"halflife_s": controller.ADJUST_HALFLIFE,
-                                                             "clamp_m": controller.ADJUST_CLAMP},
+           "root_adjustment": None if args.no_adjust else {"halflife_s": rollout.ADJUST_HALFLIFE,
+                                                             "clamp_m": rollout.ADJUST_CLAMP},
            "foot_lock": None if args.no_foot_lock else {"unlock_radius_m": footlock.UNLOCK_RADIUS,
                                                           "halflife_s": footlock.HALFLIFE},
            "database": args.database, "upright_search": args.upright_search, "frames": args.frames,

@@ -37,7 +37,7 @@ import torch
 
 from kinema.control.retrieval.metrics import floor_height, joint_positions
 from kinema.control.retrieval.pose import rigid_pose
-from kinema.control.retrieval.rollout import CandidateStream, RootMover, query
+from kinema.control.retrieval.rollout import CandidateStream, RootMover, adjust_roots, query
 from kinema.control.retrieval.sequences import Retriever
 from kinema.control.trajectory import ControlConfig, Simulation, TrajectoryController
 from kinema.errors import KinemaError, NonFiniteError
@@ -49,8 +49,6 @@ from kinema.maths import angles
 from kinema.nn.checkpoint import load_checkpoint
 
 MODES = ("retrieval", "no_retrieval", "matching")
-ADJUST_HALFLIFE = 0.2   # s, position and facing pulled toward the simulation object
-ADJUST_CLAMP = 0.5      # m, the root never lags the simulation object by more
 
 
 def trained_planted(meta: dict) -> bool:
@@ -223,23 +221,12 @@ class RetrievalCrowd:
         return sim
 
     def adjust_toward(self, position: np.ndarray, direction: np.ndarray, dt: float) -> None:
-        """Motion Matching's adjustment and clamping (NOTES.md 1.5): each character's root
-        moves toward its simulation object at ``position`` (B, 3) with a damper of
-        ADJUST_HALFLIFE and never lags it by more than ADJUST_CLAMP; its facing turns toward
-        ``direction`` (B, 3) the same way."""
-        a = 1.0 - 0.5 ** (dt / ADJUST_HALFLIFE)
-        goal = np.asarray(position, np.float32).reshape(-1, 3) * [1, 0, 1]
-        direction = np.asarray(direction).reshape(-1, 3)
-        pos = self.root_pos + a * (goal - self.root_pos)
-        off = pos - goal
-        dist = np.sqrt((off * off).sum(-1))
-        far = dist > ADJUST_CLAMP
-        if far.any():
-            pos[far] -= off[far] * (1 - ADJUST_CLAMP / dist[far])[:, None]
-        yaw = angles.yaw(self.root_dir)
-        yaw = yaw + a * angles.wrap(angles.yaw(direction) - yaw)
-        self.root_pos[:] = pos.astype(np.float32)
-        self.root_dir[:] = np.stack([np.sin(yaw), np.zeros_like(yaw), np.cos(yaw)], -1).astype(np.float32)
+        """Each character's root pulled toward its simulation object at ``position`` (B, 3),
+        its facing toward ``direction`` (B, 3) (:func:`~kinema.control.retrieval.rollout.
+        adjust_roots`: Motion Matching's adjustment and clamping)."""
+        pos, dirs = adjust_roots(self.root_pos, self.root_dir, position, direction, dt)
+        self.root_pos[:] = pos
+        self.root_dir[:] = dirs
         self.mover.start(self.poses, self.root_pos, self.root_dir)   # the toes as now drawn
 
     def world_pose(self) -> tuple[np.ndarray, np.ndarray]:

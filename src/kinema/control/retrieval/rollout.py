@@ -87,6 +87,31 @@ class RootMover:
         return pos
 
 
+ADJUST_HALFLIFE = 0.2   # s, position and facing pulled toward the simulation object
+ADJUST_CLAMP = 0.5      # m, the root never lags the simulation object by more
+
+
+def adjust_roots(root_pos: np.ndarray, root_dir: np.ndarray, goal_pos: np.ndarray, goal_dir: np.ndarray,
+                 dt: float) -> tuple[np.ndarray, np.ndarray]:
+    """Motion Matching's adjustment and clamping (NOTES.md 1.5) for one frame of ``dt``
+    seconds: roots (B, 3) move toward the simulation objects at ``goal_pos`` (B, 3, height
+    ignored) with a damper of ADJUST_HALFLIFE and never lag them by more than ADJUST_CLAMP
+    (m); facings (B, 3) turn toward ``goal_dir`` (B, 3) the same way. Returns the new
+    roots and facings (B, 3) float32."""
+    a = 1.0 - 0.5 ** (dt / ADJUST_HALFLIFE)
+    goal = np.asarray(goal_pos, np.float32).reshape(-1, 3) * [1, 0, 1]
+    pos = root_pos + a * (goal - root_pos)
+    off = pos - goal
+    dist = np.sqrt((off * off).sum(-1))
+    far = dist > ADJUST_CLAMP
+    if far.any():
+        pos[far] -= off[far] * (1 - ADJUST_CLAMP / dist[far])[:, None]
+    yaw = angles.yaw(root_dir)
+    yaw = yaw + a * angles.wrap(angles.yaw(np.asarray(goal_dir).reshape(-1, 3)) - yaw)
+    return (pos.astype(np.float32),
+            np.stack([np.sin(yaw), np.zeros_like(yaw), np.cos(yaw)], -1).astype(np.float32))
+
+
 def control_at(source: Database, rows: np.ndarray, root_pos: np.ndarray, root_dir: np.ndarray) -> np.ndarray:
     """Joystick (B, 12) of ``rows`` (B,): the clip's future root at +20/+40/+60 frames
     (clamped to the clip) relative to the given (predicted) roots (B, 3), (B, 3)."""
@@ -249,7 +274,7 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray | 
             rigid: bool = False, ground: bool = True, unit: bool = False, velocities: bool = False,
             planted: float | None = None,
             carry: Carry | None = None,
-            steer: StickSteer | None = None, own: OwnTake | None = None) -> Rollout:
+            steer: StickSteer | None = None, adjust: bool = False, own: OwnTake | None = None) -> Rollout:
     """Roll ``model`` out from rows ``starts`` (B,) (see the module docstring): ``horizon``
     predicted frames, rows ``starts + context .. starts + context + horizon - 1``, which must
     lie in one clip each (the first is the context's own last prediction).
@@ -278,13 +303,18 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray | 
     rest at the context's last root, instead of from the clip's future path: the rows then
     only say where the context comes from (the targets are the clip's, held at its last
     frame past its end, unused by a stick-driven loss). A carried rollout continues with the steer it was steered by (its
-    springs and sticks run on), and only with it.
+    springs and sticks run on), and only with it. With ``adjust`` every predicted frame's
+    root is then also pulled toward the springs' simulation object (:func:`adjust_roots`),
+    as :meth:`~kinema.control.retrieval.controller.RetrievalCrowd.drive` pulls the runtime's:
+    :attr:`Rollout.root_pos` and ``root_dir`` are then the roots the runtime would draw.
 
     ``own`` (training, :class:`OwnTake`): a share of the fresh rollouts that follow their
     take get one candidate slot from it at every search (a carried rollout keeps its draw).
     """
     if carry is not None and (steer is None) != (carry.steer is None):
         raise KinemaError("a carried rollout continues with the steer it was driven by (and only a steered one with a steer)")
+    if adjust and steer is None:
+        raise KinemaError("only a steered rollout's roots can be adjusted toward its springs (adjust needs a steer)")
     norm = retriever.norm
     uses = getattr(model, "use_retrieval", False) and retrieval
     device = next(model.parameters()).device
@@ -368,7 +398,12 @@ def rollout(model, retriever: Retriever, source: Database, starts: np.ndarray | 
         logits.append(o["contact_logits"])
         targets.append(target(rows + 1))
         tcont.append(source.contacts[rows + 1].astype(np.float32))
-        root_pos, root_dir = mover(root_pos, root_dir, norm.denormalise(prev.detach().cpu().numpy()))
+        drawn = norm.denormalise(prev.detach().cpu().numpy())
+        root_pos, root_dir = mover(root_pos, root_dir, drawn)
+        if adjust:
+            sim = steer.springs.sim
+            root_pos, root_dir = adjust_roots(root_pos, root_dir, sim.position, sim.direction, 1.0 / source.fps)
+            mover.start(drawn, root_pos, root_dir)   # the toes as now drawn, as the runtime restarts them
         rp.append(root_pos)
         rd.append(root_dir)
         tp.append(source.root_positions[rows + 1])

@@ -59,7 +59,10 @@ second while the requested path moves: with the skating term, weighted by ``stic
 the root can then only move by stepping, not by gliding on both feet or hopping on one);
 ``stick_support`` > 0 adds that much of :func:`support_loss` (the lower toe's median height
 in every second the requested path moves: the LaFAN1 network walked with its support toe
-16-19 cm up, which one touch a second passes). The checkpoint is selected on the free-running
+16-19 cm up, which one touch a second passes); ``stick_adjust`` pulls their roots toward the
+springs every frame as the runtime does (:func:`~kinema.control.retrieval.rollout.adjust_roots`:
+running, it added a quarter of the LaFAN1 network's own speed, which the legs never paid for)
+and scores the stride and skating on those drawn roots. The checkpoint is selected on the free-running
 validation loss plus each trained term's weight times its validation value
 (:func:`selection_key`). With ``init`` (a finished checkpoint's path) the run starts from
 that checkpoint's weights instead of fresh ones (:func:`start_from`; same database and
@@ -186,6 +189,7 @@ class TrainSettings:
     stick_step: float = 0.0    # ... this much of step_loss (each toe down once a second while the path moves)
     stick_support: float = 0.0  # ... this much of support_loss (the lower toe's median height each second the path moves)
     stick_posture: float = 1.0  # ... this much of the posture term (hips outside UPRIGHT_BAND of the standing height)
+    stick_adjust: bool = False  # ... roots pulled toward the springs as at runtime; stride and skating read those drawn roots
     init: str = ""             # a finished checkpoint (same database and architecture) to start from instead of fresh weights
 
     @property
@@ -478,6 +482,24 @@ def skate_loss(db: Database, pose: torch.Tensor, contacts: torch.Tensor) -> torc
     return ((dx ** 2 + dz ** 2) * 1e4 * on).sum() / on.sum().clamp(min=1.0)
 
 
+def drawn_skate_loss(db: Database, pose: torch.Tensor, contacts: torch.Tensor, root_pos: np.ndarray,
+                     root_dir: np.ndarray) -> torch.Tensor:
+    """:func:`skate_loss` with the toes placed by given roots, positions and facings (B, H,
+    3) (those the runtime drew), instead of the pose's own root motion: the world toe is
+    ``root_pos + R(yaw) p`` with ``p`` the raw pose's (B, H, P) root-space toe, so the
+    gradient reaches only the legs (the roots are data). With roots integrated from the
+    poses' own root motion the two agree."""
+    toes = toe_positions(db, pose)                                                         # (B, H, 2, 3)
+    yaw = torch.as_tensor(angles.yaw(np.asarray(root_dir)), dtype=pose.dtype, device=pose.device)[..., None]
+    sn, c = torch.sin(yaw), torch.cos(yaw)
+    root = torch.as_tensor(np.asarray(root_pos), dtype=pose.dtype, device=pose.device)
+    wx = root[..., 0:1] + c * toes[..., 0] + sn * toes[..., 2]                             # (B, H, 2)
+    wz = root[..., 2:3] + c * toes[..., 2] - sn * toes[..., 0]
+    dx, dz = torch.diff(wx, dim=1), torch.diff(wz, dim=1)
+    on = contacts[:, 1:]
+    return ((dx ** 2 + dz ** 2) * 1e4 * on).sum() / on.sum().clamp(min=1.0)
+
+
 def own_contacts(db: Database, pose: torch.Tensor, floor: float) -> torch.Tensor:
     """Soft toe contacts (B, H, 2) in [0, 1] of raw predicted poses (B, H, P): the toes'
     pin weights (:func:`kinema.control.planted.plant_weights`: 1 at or below ``floor``
@@ -754,7 +776,7 @@ class StickTargets:
 
 
 def stick_terms(db: Database, raw: torch.Tensor, r: Rollout, steer: StickSteer, targets: StickTargets,
-                floor: float) -> dict[str, torch.Tensor]:
+                floor: float, drawn: bool = False) -> dict[str, torch.Tensor]:
     """Self-supervised terms of a stick-driven rollout (raw predicted poses (B, H, P), its
     :class:`~kinema.control.retrieval.rollout.Rollout`, the :class:`StickSteer` that drove
     it), no truth needed, each differentiable:
@@ -775,20 +797,32 @@ def stick_terms(db: Database, raw: torch.Tensor, r: Rollout, steer: StickSteer, 
       requested path moves);
     - ``support``: :func:`support_loss` (the lower toe on the floor half of every second
       while the requested path moves).
+
+    With ``drawn`` (a rollout whose roots were pulled toward the springs, ``rollout(...,
+    adjust=True)``) the stride and skating terms read the roots the runtime draws,
+    ``r.root_pos`` and ``r.root_dir`` (B, H, 3), instead of the network's own: the legs then
+    pay for the ground the adjustment moves them over (:func:`drawn_skate_loss`); the path
+    term still reads the network's own roots, which must follow the path by themselves.
     """
     toes = [db.roles["left_toe"], db.roles["right_toe"]]
     pos = _joint_positions(db, raw)
     toe_speed = _second_means(db, _joint_steps(pos[:, :, toes]).mean(-1) * 100.0 * db.fps)
     x, z, yaw = rollout_roots(db, raw, r.start_pos, r.start_dir)
-    root = torch.sqrt(torch.diff(x.detach(), dim=1) ** 2 + torch.diff(z.detach(), dim=1) ** 2) * 100.0 * db.fps
+    if drawn:
+        step = np.linalg.norm(np.diff(np.asarray(r.root_pos)[..., [0, 2]], axis=1), axis=-1)
+        root = torch.as_tensor(step, dtype=raw.dtype, device=raw.device) * 100.0 * db.fps
+    else:
+        root = torch.sqrt(torch.diff(x.detach(), dim=1) ** 2 + torch.diff(z.detach(), dim=1) ** 2) * 100.0 * db.fps
     root_speed = _second_means(db, root)
+    contacts = own_contacts(db, raw, floor)
+    skate = drawn_skate_loss(db, raw, contacts, r.root_pos, r.root_dir) if drawn else skate_loss(db, raw, contacts)
     hips = pos[:, :, db.roles["hips"], 1] / targets.standing_hips
     settled = steer.settled()
     outside = F.relu(UPRIGHT_BAND[0] - hips) + F.relu(hips - UPRIGHT_BAND[1])
     return {"stride": _log_ratio_loss(toe_speed, targets.stride_ratio * root_speed, 5.0),
             "path": _path_error(x, z, yaw, *steer.path()),
             "posture": (outside ** 2).mean(),
-            "skate": skate_loss(db, raw, own_contacts(db, raw, floor)),
+            "skate": skate,
             "stand": stand_loss(db, raw, settled, floor, targets.standing_hips),
             "touch": touch_loss(db, raw, floor),
             "step": step_loss(db, raw, settled, floor),
@@ -913,8 +947,8 @@ def stick_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings,
     r = rollout(model, retriever, db, starts, s.context, s.free_horizon, exclude=ex, rng=rng,
                 dropout=(s.drop_all, s.drop_each, s.drop_sequence), detach_every=s.detach_every, rigid=s.rigid,
                 ground=s.ground, unit=s.unit_6d, velocities=s.rebuilt_velocities, planted=floor if s.planted else None,
-                carry=carry, steer=steer)
-    return stick_objective(stick_terms(db, _raw(retriever, r.pose), r, steer, targets, floor),
+                carry=carry, steer=steer, adjust=s.stick_adjust)
+    return stick_objective(stick_terms(db, _raw(retriever, r.pose), r, steer, targets, floor, drawn=s.stick_adjust),
                            stick_weights(s)), r.carry
 
 
@@ -1045,8 +1079,10 @@ def _validate_sticks(model, retriever: Retriever, val: Database, s: TrainSetting
     steer = StickSteer.random(len(starts), np.random.default_rng(0), val.fps, idle_share=s.stick_idle,
                               release_share=s.stick_release)
     r = rollout(model, retriever, val, starts, s.context, s.val_horizon, retrieval=use, rigid=s.rigid, ground=s.ground,
-                unit=s.unit_6d, velocities=s.rebuilt_velocities, planted=floor if s.planted else None, steer=steer)
-    return stick_objective(stick_terms(val, _raw(retriever, r.pose), r, steer, targets, floor), stick_weights(s))
+                unit=s.unit_6d, velocities=s.rebuilt_velocities, planted=floor if s.planted else None, steer=steer,
+                adjust=s.stick_adjust)
+    return stick_objective(stick_terms(val, _raw(retriever, r.pose), r, steer, targets, floor, drawn=s.stick_adjust),
+                           stick_weights(s))
 
 
 def selection_key(rec: dict, s: TrainSettings) -> float:
