@@ -1126,7 +1126,7 @@ def test_an_adjusted_stick_rollout_draws_the_runtimes_roots_and_charges_its_legs
     import torch
 
     from kinema.control.retrieval.metrics import floor_height
-    from kinema.control.retrieval.rollout import ADJUST_CLAMP, integrate_root, root_motion, rollout
+    from kinema.control.retrieval.rollout import ADJUST_CLAMP, integrate_root, rollout, root_motion
     from kinema.control.retrieval.steering import StickSteer
     from kinema.control.retrieval.training import drawn_skate_loss, own_contacts, skate_loss
     from kinema.errors import KinemaError
