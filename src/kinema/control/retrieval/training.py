@@ -477,7 +477,12 @@ def skate_loss(db: Database, pose: torch.Tensor, contacts: torch.Tensor) -> torc
     (:func:`kinema.control.retrieval.pose.joint_steps`), with no absolute root."""
     toes = [db.roles["left_toe"], db.roles["right_toe"]]
     step = joint_steps(db, pose[:, :-1], pose[:, 1:])[..., toes, :]    # (B, H-1, 2, 3)
-    dx, dz = step[..., 0], step[..., 2]
+    return _slide_cost(step[..., 0], step[..., 2], contacts)
+
+
+def _slide_cost(dx: torch.Tensor, dz: torch.Tensor, contacts: torch.Tensor) -> torch.Tensor:
+    """Mean of the squared horizontal toe steps dx, dz (B, H-1, 2) (m, as cm^2) over the
+    frames whose contact (B, H, 2) is on (the step's later frame)."""
     on = contacts[:, 1:]
     return ((dx ** 2 + dz ** 2) * 1e4 * on).sum() / on.sum().clamp(min=1.0)
 
@@ -490,14 +495,12 @@ def drawn_skate_loss(db: Database, pose: torch.Tensor, contacts: torch.Tensor, r
     gradient reaches only the legs (the roots are data). With roots integrated from the
     poses' own root motion the two agree."""
     toes = toe_positions(db, pose)                                                         # (B, H, 2, 3)
-    yaw = torch.as_tensor(angles.yaw(np.asarray(root_dir)), dtype=pose.dtype, device=pose.device)[..., None]
-    sn, c = torch.sin(yaw), torch.cos(yaw)
+    facing = torch.as_tensor(np.asarray(root_dir), dtype=pose.dtype, device=pose.device)
+    sn, c = facing[..., 0:1], facing[..., 2:3]                                             # unit floor facings
     root = torch.as_tensor(np.asarray(root_pos), dtype=pose.dtype, device=pose.device)
     wx = root[..., 0:1] + c * toes[..., 0] + sn * toes[..., 2]                             # (B, H, 2)
     wz = root[..., 2:3] + c * toes[..., 2] - sn * toes[..., 0]
-    dx, dz = torch.diff(wx, dim=1), torch.diff(wz, dim=1)
-    on = contacts[:, 1:]
-    return ((dx ** 2 + dz ** 2) * 1e4 * on).sum() / on.sum().clamp(min=1.0)
+    return _slide_cost(torch.diff(wx, dim=1), torch.diff(wz, dim=1), contacts)
 
 
 def own_contacts(db: Database, pose: torch.Tensor, floor: float) -> torch.Tensor:
