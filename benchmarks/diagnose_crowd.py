@@ -15,7 +15,7 @@ evaluation records them (:func:`~kinema.control.retrieval.scenarios.run_crowd`: 
 joint at least :data:`AIRBORNE_M` up for ``AIRBORNE_S`` or longer; a run's flight phase is
 shorter and lower).
 
-    .venv/bin/python benchmarks/diagnose_crowd.py models/retrieval_lafan1.safetensors [--seeds 0,1,2] [--quiet]
+    .venv/bin/python benchmarks/diagnose_crowd.py models/retrieval_lafan1.safetensors [--seeds 0,1,2] [--quiet] [--no-adjust]
 """
 from __future__ import annotations
 
@@ -31,14 +31,14 @@ from kinema.nn.checkpoint import load_checkpoint
 BEFORE_S = 1.5     # how far before the lowest hips to look for the take-off
 
 
-def crowd_traces(checkpoint: str, db, seed: int) -> tuple[dict, dict[str, np.ndarray]]:
+def crowd_traces(checkpoint: str, db, seed: int, adjust: bool = True) -> tuple[dict, dict[str, np.ndarray]]:
     """(:func:`~kinema.control.retrieval.scenarios.run_crowd`'s result, per-frame traces
     (F, N)) of the evaluation's crowd drawn with ``seed``: ``hips`` (share of the standing
     height), ``head_minus_hips`` (m) and ``lowest`` (the lowest body joint's height above
-    the floor, m)."""
+    the floor, m). ``adjust=False`` leaves the roots where the network puts them."""
     crowd, seeds = evaluation_crowd(checkpoint, db, seed=seed, search_mask=upright_mask(db))
     traces: dict = {}
-    result = run_crowd(crowd, seeds, CROWD_FRAMES, fps=db.fps, traces=traces)
+    result = run_crowd(crowd, seeds, CROWD_FRAMES, fps=db.fps, traces=traces, adjust=adjust)
     p = traces["drawn"]                                               # (F, N, J, 3) world
     hips = p[..., db.roles["hips"], 1]
     return result, {"hips": hips / standing_hips(db), "head_minus_hips": p[..., head_joint(db), 1] - hips,
@@ -71,17 +71,20 @@ def main() -> None:
     ap.add_argument("checkpoint")
     ap.add_argument("--seeds", default="0,1,2", help="crowd draws, comma-separated (0: the evaluation's)")
     ap.add_argument("--quiet", action="store_true", help="only the per-seed counts")
+    ap.add_argument("--no-adjust", action="store_true",
+                    help="leave each root where the network puts it (the runtime pulls it toward its springs)")
     a = ap.parse_args()
     _, meta = load_checkpoint(a.checkpoint)
     db = open_database(None, meta)
     seeds = [int(s) for s in a.seeds.split(",")]
     total = {"fallen": 0, "sunk": 0, "leaps": 0, "head_down": 0, "airborne": 0}
-    print(f"{a.checkpoint}: {CROWD_COUNT} characters for {CROWD_FRAMES / db.fps:.0f} s per draw\n")
+    roots = "the network's own roots" if a.no_adjust else "roots pulled toward the springs"
+    print(f"{a.checkpoint}: {CROWD_COUNT} characters for {CROWD_FRAMES / db.fps:.0f} s per draw, {roots}\n")
     print("| seed | fallen | sunk | leaps | head below hips | airborne | longest flight s | lowest hips |")
     print("|---|---|---|---|---|---|---|---|")
     details = []
     for seed in seeds:
-        result, tr = crowd_traces(a.checkpoint, db, seed)
+        result, tr = crowd_traces(a.checkpoint, db, seed, adjust=not a.no_adjust)
         rows = falls(tr, db.fps)
         n = {"fallen": result["fallen"], "sunk": result["sunk"], "airborne": result["airborne"],
              "leaps": sum(r["kind"] == "leap" for r in rows), "head_down": sum(r["head_down_frames"] > 0 for r in rows)}

@@ -118,7 +118,8 @@ def test_run_crowd_counts_who_lies_down(shared_data):
     same crowd started on its feet and searching only the upright rows has no one fallen or
     sunk (its rows keep the hips within 15% of standing) or airborne. The same crowd with one
     character drawn 0.3 m up is counted airborne for the whole second (a crowd that floats
-    never lies down, and the fall count alone would pass it); drawn 0.1 m up, it is not."""
+    never lies down, and the fall count alone would pass it); drawn 0.1 m up, it is not. Without
+    the runtime's root adjustment (``adjust=False``) the crowd's roots end elsewhere."""
     import torch
 
     from kinema.control.retrieval.controller import RetrievalCrowd
@@ -144,6 +145,14 @@ def test_run_crowd_counts_who_lies_down(shared_data):
                   seeds, 240)
     assert r["fallen"] == 0 and r["sunk"] == 0 and r["lowest_hips"] > SUNK and r["head_above_hips"]
     assert r["airborne"] == 0 and r["longest_flight_s"] < 0.1
+    # without the runtime's pull toward the springs the roots go where the playback puts them
+    ends = []
+    for adjust in (True, False):
+        crowd = RetrievalCrowd(MODEL, db, 4, start_row=rows, mode="matching", search_mask=upright_mask(db))
+        r = run_crowd(crowd, seeds, 60, adjust=adjust)
+        assert r["fallen"] == 0 and r["finite"], (adjust, r)
+        ends.append(crowd.root_pos.copy())
+    assert np.abs(ends[0] - ends[1]).max() > 1e-3
 
     class Lifted:
         """The same crowd, its character 2 drawn ``lift`` m above where it stands."""

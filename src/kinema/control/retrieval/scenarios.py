@@ -299,7 +299,8 @@ def crowd_starts(db: Database, count: int, seed: int = 0) -> tuple[np.ndarray, n
     return seeds, rng.choice(rows if len(rows) else np.arange(db.rows), count)
 
 
-def run_crowd(crowd, seeds: np.ndarray, frames: int = 600, fps: float = 60.0, traces: dict | None = None) -> dict:
+def run_crowd(crowd, seeds: np.ndarray, frames: int = 600, fps: float = 60.0, traces: dict | None = None,
+              adjust: bool = True) -> dict:
     """Drive a :class:`~kinema.control.retrieval.controller.RetrievalCrowd` (reset to its
     start rows) with :func:`crowd_sticks` of ``seeds`` (N, 4) for ``frames`` frames; returns
     the number of characters, ``fallen`` and ``sunk`` (how many had their world hips below
@@ -310,7 +311,9 @@ def run_crowd(crowd, seeds: np.ndarray, frames: int = 600, fps: float = 60.0, tr
     for :data:`AIRBORNE_S` or longer: a character that floats never lies down, so ``fallen``
     passes it) and ``longest_flight_s`` (the crowd's longest such flight). ``traces``, when
     given, receives ``drawn`` (frames, N, J, 3), the world joint positions of every frame, and
-    ``lowest`` (frames, N), the lowest body joint's height above that floor (m)."""
+    ``lowest`` (frames, N), the lowest body joint's height above that floor (m). ``adjust``
+    pulls each root toward its springs as the runtime does; off (a network crowd only), the
+    roots stay where the network puts them."""
     from kinema.control.retrieval.pose import body_joints
 
     db = crowd.db
@@ -321,7 +324,9 @@ def run_crowd(crowd, seeds: np.ndarray, frames: int = 600, fps: float = 60.0, tr
     head_up, finite = True, True
     drawn, lowest = [], []
     for f in range(frames):
-        crowd.drive(crowd_sticks(f / fps, seeds), 1.0 / fps)
+        sticks = crowd_sticks(f / fps, seeds)
+        # only a network crowd can leave its roots alone; other drivers take (sticks, dt)
+        crowd.drive(sticks, 1.0 / fps) if adjust else crowd.drive(sticks, 1.0 / fps, adjust=False)
         pos = crowd.joint_positions()
         finite &= bool(np.isfinite(pos).all())
         low = np.minimum(low, pos[:, hips, 1])
