@@ -354,7 +354,7 @@ def test_scenarios_measure_what_a_user_sees(sample_controller):
 def test_scenarios_drive_motion_matching_as_a_user_runs_it(sample_controller):
     """The scenarios' and the crowd's motion matching is the inertialized runtime controller:
     the driver draws exactly what stepping the controller with the same sticks draws, no
-    bone stretches, and the root follows the stick."""
+    bone stretches, and the root follows the stick. Its root pull cannot be switched off."""
     from kinema.control.matching import MotionMatchingController
     from kinema.control.retrieval.matching_driver import MatchingDriver
     from kinema.control.retrieval.metrics import floor_height
@@ -385,6 +385,10 @@ def test_scenarios_drive_motion_matching_as_a_user_runs_it(sample_controller):
     seeds, rows = crowd_starts(db, 8, 0)
     crowd = run_crowd(MatchingDriver(make, db, 8, rows), seeds, 120)
     assert crowd["finite"] and crowd["characters"] == 8 and crowd["fallen"] == 0
+    # its root pull is part of its config, not a switch: asking to turn it off is an error
+    from kinema.errors import KinemaError
+    with pytest.raises(KinemaError, match="adjust=False"):
+        run_crowd(MatchingDriver(make, db, 8, rows), seeds, 1, adjust=False)
 
 
 def test_stride_ratio_tells_steps_from_a_glide(games105_db):

@@ -160,8 +160,8 @@ def test_run_crowd_counts_who_lies_down(shared_data):
         def __init__(self, crowd, lift: float):
             self.crowd, self.db, self.lift = crowd, crowd.db, lift
 
-        def drive(self, sticks, dt):
-            self.crowd.drive(sticks, dt)
+        def drive(self, sticks, dt, adjust=True):
+            self.crowd.drive(sticks, dt, adjust=adjust)
 
         def joint_positions(self):
             pos = self.crowd.joint_positions().copy()

@@ -21,6 +21,7 @@ import numpy as np
 from kinema.control.matching import MatchingOutput, MotionMatchingController
 from kinema.control.retrieval.metrics import pose_slice
 from kinema.control.trajectory import Simulation
+from kinema.errors import KinemaError
 from kinema.features.root import yaw_rotate
 from kinema.matching.database import Database
 
@@ -47,9 +48,14 @@ class MatchingDriver:
         self.ctl = self.make(start_frame=row, batch=self.batch)
         self.out: MatchingOutput | None = None
 
-    def drive(self, sticks: np.ndarray, dt: float, walk: bool | np.ndarray = False) -> Simulation:
+    def drive(self, sticks: np.ndarray, dt: float, walk: bool | np.ndarray = False, adjust: bool = True
+              ) -> Simulation:
         """One runtime frame of ``dt`` seconds from the stick(s) (2,) or (B, 2); returns the
-        springs' simulation object."""
+        springs' simulation object. Motion matching always pulls its root toward the springs
+        (its :class:`~kinema.control.matching.MatchingConfig`), so ``adjust`` must stay on."""
+        if not adjust:
+            raise KinemaError("motion matching's root pull is part of its MatchingConfig (adjust_halflife, "
+                              "clamp_distance); it cannot be driven with adjust=False")
         self.out = self.ctl.step(np.asarray(sticks, np.float64), dt, walk=walk)
         return self.ctl.trajectory.sim
 

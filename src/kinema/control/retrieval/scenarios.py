@@ -312,8 +312,8 @@ def run_crowd(crowd, seeds: np.ndarray, frames: int = 600, fps: float = 60.0, tr
     passes it) and ``longest_flight_s`` (the crowd's longest such flight). ``traces``, when
     given, receives ``drawn`` (frames, N, J, 3), the world joint positions of every frame, and
     ``lowest`` (frames, N), the lowest body joint's height above that floor (m). ``adjust``
-    pulls each root toward its springs as the runtime does; off (a network crowd only), the
-    roots stay where the network puts them."""
+    pulls each root toward its springs as the runtime does; off, the roots stay where the
+    network puts them (motion matching's pull cannot be turned off: it raises)."""
     from kinema.control.retrieval.pose import body_joints
 
     db = crowd.db
@@ -324,9 +324,7 @@ def run_crowd(crowd, seeds: np.ndarray, frames: int = 600, fps: float = 60.0, tr
     head_up, finite = True, True
     drawn, lowest = [], []
     for f in range(frames):
-        sticks = crowd_sticks(f / fps, seeds)
-        # only a network crowd can leave its roots alone; other drivers take (sticks, dt)
-        crowd.drive(sticks, 1.0 / fps) if adjust else crowd.drive(sticks, 1.0 / fps, adjust=False)
+        crowd.drive(crowd_sticks(f / fps, seeds), 1.0 / fps, adjust=adjust)
         pos = crowd.joint_positions()
         finite &= bool(np.isfinite(pos).all())
         low = np.minimum(low, pos[:, hips, 1])
