@@ -4,6 +4,7 @@ checkpoint metadata, the fingerprint refusal, `kinema eval` and `kinema card`.""
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +51,31 @@ def test_checkpoint_metadata_holds_everything_the_card_needs(trained):
     assert len(m["normalisation"]["pose"]["mean"]) == db.pose_width
     assert m["loss_weights"]["contact_bce"] > 0 and m["config"]["train"]["warmup"] > 0
     assert m["parameters"]["total"] == sum(p.numel() for p in model.parameters())
+
+
+def test_the_cards_reproduce_command_rebuilds_the_recorded_config(trained, tmp_path):
+    """The card's ``kinema train`` line is the config file plus a --set for every recorded
+    value the file does not hold: applied to the file, those overrides give back the recorded
+    config exactly; a run trained from the file unchanged needs none, and a config file that
+    is gone is said to be gone."""
+    from kinema.control.retrieval.card import reproduce_command
+    from kinema.control.retrieval.training import apply_overrides
+
+    cfg = load_checkpoint(trained[0])[1]["config"]
+    assert reproduce_command(cfg) == f"kinema train {cfg['source']}"
+    changed = json.loads(json.dumps(cfg))
+    changed["train"].update(lr=1e-3, init=str(tmp_path / "first stage.safetensors"), stick_posture=5)
+    changed["model"]["use_retrieval"] = False
+    command = reproduce_command(changed)
+    words = shlex.split(command)
+    assert words[:3] == ["kinema", "train", cfg["source"]] and words[3::2] == ["--set"] * 4
+    items = words[4::2]
+    rebuilt = apply_overrides(load_config(CONFIG), items)
+    for section in ("model", "train", "retrieval"):
+        assert rebuilt[section] == changed[section], section
+    assert f"train.init={tmp_path / 'first stage.safetensors'}" in shlex.split(command)
+    gone = dict(changed, source=str(tmp_path / "missing.toml"))
+    assert reproduce_command(gone).endswith("(not found here: every setting is in the Training table)")
 
 
 def test_candidate_width_is_part_of_the_input(trained):

@@ -4,6 +4,8 @@ no value is typed by hand."""
 from __future__ import annotations
 
 import json
+import shlex
+from pathlib import Path
 
 from kinema.control.retrieval.targets import targets_table
 from kinema.data import portable_path
@@ -13,6 +15,37 @@ def _portable(path: str | None) -> str:
     """A recorded config path as the card prints it (older checkpoints recorded it as given,
     often absolute): relative to the current folder, or shared:/sample:."""
     return "<config>" if path is None else portable_path(path)
+
+def reproduce_command(cfg: dict) -> str:
+    """The ``kinema train`` command that rebuilds a checkpoint from its recorded ``cfg``: the
+    config file it names, then a ``--set SECTION.KEY=VALUE`` for every recorded value that the
+    file, as it reads now, does not hold (the overrides it was trained with, or settings the
+    file has since changed). Paths given as overrides (``train.init``) print as
+    :func:`~kinema.data.portable_path` does. If the file is not found from the current folder,
+    the command names it alone and says so."""
+    from kinema.control.retrieval.training import load_config  # torch: only when a card is written
+
+    source = cfg.get("source")
+    if source is None:
+        return "kinema train <config>"
+    command = f"kinema train {_portable(source)}"
+    if not Path(source).is_file():
+        return f"{command} (not found here: every setting is in the Training table)"
+    now = load_config(source)
+    sets = []
+    for section, values in cfg.items():
+        if not isinstance(values, dict):
+            continue
+        for key, value in values.items():
+            if section == "data" and key == "base":
+                continue
+            if now.get(section, {}).get(key, None) != value or key not in now.get(section, {}):
+                if key == "init" and value:
+                    value = portable_path(value)
+                text = value if isinstance(value, str) else json.dumps(value)
+                sets.append(f"--set {section}.{key}={shlex.quote(text)}")
+    return " ".join([command, *sets])
+
 
 def _fmt(v) -> str:
     if isinstance(v, bool) or v is None:
@@ -183,6 +216,6 @@ def model_card(meta: dict, result: dict | None, path: str = "") -> str:
     lines += ["", "## Provenance", ""]
     lines += _table([("checkpoint format", meta.get("format")), ("versions", json.dumps(meta.get("versions"))),
                      ("data", json.dumps(cfg.get("data", {}).get("clips"))),
-                     ("reproduce", f"kinema train {_portable(cfg.get('source'))}"),
+                     ("reproduce", f"`{reproduce_command(cfg)}`"),
                      ("evaluation", None if result is None else result.get("command"))], ("field", "value"))
     return "\n".join(lines) + "\n"
