@@ -74,8 +74,19 @@ def test_the_cards_reproduce_command_rebuilds_the_recorded_config(trained, tmp_p
     for section in ("model", "train", "retrieval"):
         assert rebuilt[section] == changed[section], section
     assert f"train.init={tmp_path / 'first stage.safetensors'}" in shlex.split(command)
+    assert reproduce_command(changed, "models/second stage.safetensors") == f"{command} -o 'models/second stage.safetensors'"
     gone = dict(changed, source=str(tmp_path / "missing.toml"))
     assert reproduce_command(gone).endswith("(not found here: every setting is in the Training table)")
+
+
+def test_a_run_that_would_overwrite_its_init_is_refused_before_it_starts(tmp_path):
+    """``train.init`` naming the output itself (a second stage run without -o, whose config's
+    ``out`` is the first stage) would overwrite the weights it starts from: refused at once."""
+    cfg = load_config(CONFIG)
+    out = tmp_path / "stage.safetensors"
+    cfg["train"]["init"] = str(out)
+    with pytest.raises(KinemaError, match="overwrite the weights it starts from"):
+        train(cfg, out, log=lambda *_: None)
 
 
 def test_candidate_width_is_part_of_the_input(trained):

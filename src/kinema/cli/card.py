@@ -17,6 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from kinema.control.retrieval.card import model_card
+    from kinema.data import portable_path
     from kinema.nn.checkpoint import read_metadata
 
     meta = read_metadata(args.checkpoint, require=("config",))
@@ -24,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     result = json.loads(path.read_text()) if path.is_file() else None
     if args.eval_json and result is None:
         raise FileNotFoundError(f"{path}: evaluation JSON not found")
-    card = model_card(meta, result, Path(args.checkpoint).name)
+    card = model_card(meta, result, Path(args.checkpoint).name, out=portable_path(args.checkpoint))
     if args.out:
         Path(args.out).write_text(card)
         print(f"wrote {args.out}")

@@ -16,13 +16,14 @@ def _portable(path: str | None) -> str:
     often absolute): relative to the current folder, or shared:/sample:."""
     return "<config>" if path is None else portable_path(path)
 
-def reproduce_command(cfg: dict) -> str:
+def reproduce_command(cfg: dict, out: str | None = None) -> str:
     """The ``kinema train`` command that rebuilds a checkpoint from its recorded ``cfg``: the
     config file it names, then a ``--set SECTION.KEY=VALUE`` for every recorded value that the
     file, as it reads now, does not hold (the overrides it was trained with, or settings the
-    file has since changed). Paths given as overrides (``train.init``) print as
-    :func:`~kinema.data.portable_path` does. If the file is not found from the current folder,
-    the command names it alone and says so."""
+    file has since changed), then ``-o out`` when given (the file's own ``out`` may name another
+    stage). Paths given as overrides (``train.init``) print as :func:`~kinema.data.portable_path`
+    does. If the file is not found from the current folder, the command names it alone and
+    says so."""
     from kinema.control.retrieval.training import load_config  # torch: only when a card is written
 
     source = cfg.get("source")
@@ -44,7 +45,7 @@ def reproduce_command(cfg: dict) -> str:
                     value = portable_path(value)
                 text = value if isinstance(value, str) else json.dumps(value)
                 sets.append(f"--set {section}.{key}={shlex.quote(text)}")
-    return " ".join([command, *sets])
+    return " ".join([command, *sets] + ([f"-o {shlex.quote(out)}"] if out else []))
 
 
 def _fmt(v) -> str:
@@ -74,8 +75,9 @@ def _metrics_table(regime: dict) -> list[str]:
     return out
 
 
-def model_card(meta: dict, result: dict | None, path: str = "") -> str:
-    """Markdown card from checkpoint metadata ``meta`` and an evaluation ``result``."""
+def model_card(meta: dict, result: dict | None, path: str = "", out: str | None = None) -> str:
+    """Markdown card from checkpoint metadata ``meta`` and an evaluation ``result``, titled
+    ``path``; its reproduce line writes to ``out`` (the checkpoint's path) when given."""
     db = meta.get("database", {})
     arch = meta["architecture"]
     hp = arch.get("hparams", {})
@@ -216,6 +218,6 @@ def model_card(meta: dict, result: dict | None, path: str = "") -> str:
     lines += ["", "## Provenance", ""]
     lines += _table([("checkpoint format", meta.get("format")), ("versions", json.dumps(meta.get("versions"))),
                      ("data", json.dumps(cfg.get("data", {}).get("clips"))),
-                     ("reproduce", f"`{reproduce_command(cfg)}`"),
+                     ("reproduce", f"`{reproduce_command(cfg, out)}`"),
                      ("evaluation", None if result is None else result.get("command"))], ("field", "value"))
     return "\n".join(lines) + "\n"

@@ -1170,6 +1170,9 @@ def train(cfg: dict, out: str | Path | None = None, log=print, resume: bool = Fa
     out = Path(out or cfg.get("out", "model.safetensors"))   # relative to the working directory
     partial = partial_path(out)
     s = settings(cfg)
+    if s.init and Path(s.init).resolve() == out.resolve():
+        raise KinemaError(f"train.init is the output {out}: the run would overwrite the weights it starts from; "
+                          "write it elsewhere with -o")
     torch.manual_seed(s.seed)
     torch.set_num_threads(s.threads)
     rng = np.random.default_rng(s.seed)
