@@ -5,6 +5,8 @@ import argparse
 import json
 from pathlib import Path
 
+from kinema.data import portable_path
+
 HELP = "write the markdown model card of a retrieval controller checkpoint"
 
 
@@ -17,7 +19,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from kinema.control.retrieval.card import model_card
-    from kinema.data import portable_path
     from kinema.nn.checkpoint import read_metadata
 
     meta = read_metadata(args.checkpoint, require=("config",))
