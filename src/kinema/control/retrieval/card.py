@@ -16,6 +16,7 @@ def _portable(path: str | None) -> str:
     often absolute): relative to the current folder, or shared:/sample:."""
     return "<config>" if path is None else portable_path(path)
 
+
 def reproduce_command(cfg: dict, out: str | None = None) -> str:
     """The ``kinema train`` command that rebuilds a checkpoint from its recorded ``cfg``: the
     config file it names, then a ``--set SECTION.KEY=VALUE`` for every recorded value that the
@@ -37,14 +38,14 @@ def reproduce_command(cfg: dict, out: str | None = None) -> str:
     for section, values in cfg.items():
         if not isinstance(values, dict):
             continue
+        held = now.get(section, {})
         for key, value in values.items():
-            if section == "data" and key == "base":
+            if (section, key) == ("data", "base") or (key in held and held[key] == value):
                 continue
-            if now.get(section, {}).get(key, None) != value or key not in now.get(section, {}):
-                if key == "init" and value:
-                    value = portable_path(value)
-                text = value if isinstance(value, str) else json.dumps(value)
-                sets.append(f"--set {section}.{key}={shlex.quote(text)}")
+            if key == "init" and value:
+                value = portable_path(value)
+            text = value if isinstance(value, str) else json.dumps(value)
+            sets.append(f"--set {section}.{key}={shlex.quote(text)}")
     return " ".join([command, *sets] + ([f"-o {shlex.quote(out)}"] if out else []))
 
 
