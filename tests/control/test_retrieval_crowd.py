@@ -14,8 +14,9 @@ from kinema.control.retrieval.metrics import joint_positions
 from kinema.errors import KinemaError
 
 ROOT = Path(__file__).resolve().parents[2]
-MODEL = ROOT / "models" / "retrieval_sample_games105.safetensors"
-BASELINE = ROOT / "models" / "retrieval_sample_games105_noretrieval.safetensors"
+# the sample network the pins were written with: the first stage of the shipped sample model
+MODEL = ROOT / "models" / "retrieval_sample_games105_base.safetensors"
+BASELINE = ROOT / "models" / "retrieval_sample_games105_base_noretrieval.safetensors"
 PINNED = Path(__file__).parent / "data" / "retrieval_single_sample.npz"
 
 
