@@ -13,9 +13,15 @@ rows that stay on their feet); a ``collapse`` sank from the floor. A hop need no
 floor, so the table also prints the crowd's ``airborne`` count and longest flight as the
 evaluation records them (:func:`~kinema.control.retrieval.scenarios.run_crowd`: every body
 joint at least :data:`AIRBORNE_M` up for ``AIRBORNE_S`` or longer; a run's flight phase is
-shorter and lower).
+shorter and lower). It also prints the crowd's skating (the mean and the 90th percentile over
+the characters of each one's drawn skating, cm/s, no foot lock): 128 characters on wandering
+sticks average over far more steering than one scripted stick or the main demo, whose
+skating moves by 20-40 cm/s between two trainings that differ only in their seed
+(protocol, session 41). ``--matching`` drives motion matching as the evaluation runs it
+(:func:`~kinema.control.retrieval.evaluate.matching_runtime`'s controller: springs, searches,
+root pull, the same search mask) through the same draws, for reference.
 
-    .venv/bin/python benchmarks/diagnose_crowd.py models/retrieval_lafan1.safetensors [--seeds 0,1,2] [--quiet] [--no-adjust]
+    .venv/bin/python benchmarks/diagnose_crowd.py models/retrieval_lafan1.safetensors [--seeds 0,1,2] [--quiet] [--no-adjust] [--matching]
 """
 from __future__ import annotations
 
@@ -23,20 +29,40 @@ import argparse
 
 import numpy as np
 
+from kinema.control.matching import MotionMatchingController
 from kinema.control.retrieval.evaluate import CROWD_COUNT, CROWD_FRAMES, evaluation_crowd, open_database
-from kinema.control.retrieval.scenarios import AIRBORNE_M, FALLEN, head_joint, run_crowd, standing_hips
+from kinema.control.retrieval.matching_driver import MatchingDriver
+from kinema.control.retrieval.scenarios import (
+    AIRBORNE_M,
+    FALLEN,
+    crowd_starts,
+    database_stride_ratio,
+    head_joint,
+    run_crowd,
+    standing_hips,
+)
 from kinema.matching.database import upright_mask
 from kinema.nn.checkpoint import load_checkpoint
 
 BEFORE_S = 1.5     # how far before the lowest hips to look for the take-off
 
 
-def crowd_traces(checkpoint: str, db, seed: int, adjust: bool = True) -> tuple[dict, dict[str, np.ndarray]]:
+def _fmt(x: float | None) -> str:
+    return "-" if x is None or not np.isfinite(x) else f"{x:.2f}"
+
+
+def crowd_traces(checkpoint: str | None, db, seed: int, adjust: bool = True) -> tuple[dict, dict[str, np.ndarray]]:
     """(:func:`~kinema.control.retrieval.scenarios.run_crowd`'s result, per-frame traces
     (F, N)) of the evaluation's crowd drawn with ``seed``: ``hips`` (share of the standing
     height), ``head_minus_hips`` (m) and ``lowest`` (the lowest body joint's height above
-    the floor, m). ``adjust=False`` leaves the roots where the network puts them."""
-    crowd, seeds = evaluation_crowd(checkpoint, db, seed=seed, search_mask=upright_mask(db))
+    the floor, m). ``adjust=False`` leaves the roots where the network puts them; a
+    ``checkpoint`` of None drives motion matching instead, as the evaluation does."""
+    mask = upright_mask(db)
+    if checkpoint is None:
+        seeds, rows = crowd_starts(db, CROWD_COUNT, seed)
+        crowd = MatchingDriver(lambda **kw: MotionMatchingController(db, search_mask=mask, **kw), db, CROWD_COUNT, rows)
+    else:
+        crowd, seeds = evaluation_crowd(checkpoint, db, seed=seed, search_mask=mask)
     traces: dict = {}
     result = run_crowd(crowd, seeds, CROWD_FRAMES, fps=db.fps, traces=traces, adjust=adjust)
     p = traces["drawn"]                                               # (F, N, J, 3) world
@@ -73,6 +99,8 @@ def main() -> None:
     ap.add_argument("--quiet", action="store_true", help="only the per-seed counts")
     ap.add_argument("--no-adjust", action="store_true",
                     help="leave each root where the network puts it (the runtime pulls it toward its springs)")
+    ap.add_argument("--matching", action="store_true",
+                    help="also drive motion matching through the same draws (the checkpoint's database)")
     a = ap.parse_args()
     _, meta = load_checkpoint(a.checkpoint)
     db = open_database(None, meta)
@@ -80,21 +108,34 @@ def main() -> None:
     total = {"fallen": 0, "sunk": 0, "leaps": 0, "head_down": 0, "airborne": 0}
     roots = "the network's own roots" if a.no_adjust else "roots pulled toward the springs"
     print(f"{a.checkpoint}: {CROWD_COUNT} characters for {CROWD_FRAMES / db.fps:.0f} s per draw, {roots}\n")
-    print("| seed | fallen | sunk | leaps | head below hips | airborne | longest flight s | lowest hips |")
-    print("|---|---|---|---|---|---|---|---|")
-    details = []
+    print("| seed | fallen | sunk | leaps | head below hips | airborne | longest flight s | lowest hips "
+          "| skating cm/s | skating p90 cm/s | stride |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    details, skates, strides = [], [], []
     for seed in seeds:
         result, tr = crowd_traces(a.checkpoint, db, seed, adjust=not a.no_adjust)
+        skates.append(result["foot_skate_cm_s"])
+        if result["stride_ratio"] is not None:
+            strides.append(result["stride_ratio"])
         rows = falls(tr, db.fps)
         n = {"fallen": result["fallen"], "sunk": result["sunk"], "airborne": result["airborne"],
              "leaps": sum(r["kind"] == "leap" for r in rows), "head_down": sum(r["head_down_frames"] > 0 for r in rows)}
         for k in total:
             total[k] += n[k]
         print(f"| {seed} | {n['fallen']} | {n['sunk']} | {n['leaps']} | {n['head_down']} | {n['airborne']} "
-              f"| {result['longest_flight_s']:.2f} | {result['lowest_hips']:.2f} |", flush=True)
+              f"| {result['longest_flight_s']:.2f} | {result['lowest_hips']:.2f} | {result['foot_skate_cm_s']:.1f} "
+              f"| {result['foot_skate_p90_cm_s']:.1f} | {_fmt(result['stride_ratio'])} |", flush=True)
         details += [(seed, r) for r in rows]
     print(f"| all {len(seeds) * CROWD_COUNT} | {total['fallen']} | {total['sunk']} | {total['leaps']} | {total['head_down']} "
-          f"| {total['airborne']} | | |")
+          f"| {total['airborne']} | | | {np.mean(skates):.1f} | | {_fmt(np.mean(strides) if strides else None)} |")
+    if a.matching:
+        mm = [crowd_traces(None, db, seed)[0] for seed in seeds]
+        print(f"| motion matching, all {len(seeds) * CROWD_COUNT} | {sum(r['fallen'] for r in mm)} | "
+              f"{sum(r['sunk'] for r in mm)} | | | {sum(r['airborne'] for r in mm)} | "
+              f"{max(r['longest_flight_s'] for r in mm):.2f} | {min(r['lowest_hips'] for r in mm):.2f} | "
+              f"{np.mean([r['foot_skate_cm_s'] for r in mm]):.1f} | | "
+              f"{_fmt(np.mean([r['stride_ratio'] for r in mm if r['stride_ratio'] is not None]))} |")
+    print(f"\nthe data's stride ratio: {database_stride_ratio(db):.2f}")
     if a.quiet or not details:
         return
     print("\n| seed | character | kind | lowest hips | at s | peak hips before | lowest joint then m | frames head below hips |")

@@ -1166,8 +1166,8 @@ def test_an_adjusted_stick_rollout_draws_the_runtimes_roots_and_charges_its_legs
     assert float(drawn_skate_loss(db, poses, on, slid, facings)) > plain + 2.0   # 2 cm a frame: 4 cm^2 where planted
 
 
-def test_stick_weights_take_the_posture_stride_skate_stand_touch_step_and_support_weights_from_the_settings():
-    """:func:`stick_weights` gives the posture, stride, skate, stand, touch, step and support terms
+def test_stick_weights_take_the_posture_stride_skate_stand_touch_step_support_and_still_weights_from_the_settings():
+    """:func:`stick_weights` gives the posture, stride, skate, stand, touch, step, support and still terms
     the settings' weights (posture 1, stride 1 and skate 0.1 by default, the earlier
     constants) and the path its fixed one (:data:`STICK_TERMS`), so raising
     ``train.stick_stride`` by 2 raises the objective by twice the stride term and nothing else."""
@@ -1176,20 +1176,54 @@ def test_stick_weights_take_the_posture_stride_skate_stand_touch_step_and_suppor
     from kinema.control.retrieval.training import STICK_TERMS, TrainSettings, stick_objective, stick_weights
 
     terms = {name: torch.tensor(float(i + 1)) for i, name in
-             enumerate(["stride", "path", "posture", "skate", "stand", "touch", "step", "support"])}
+             enumerate(["stride", "path", "posture", "skate", "stand", "touch", "step", "support", "still"])}
     default = stick_weights(TrainSettings())
     assert default["stride"] == 1.0 and default["skate"] == 0.1 and default["posture"] == 1.0
-    assert default["stand"] == default["touch"] == default["step"] == default["support"] == 0.0
+    assert default["stand"] == default["touch"] == default["step"] == default["support"] == default["still"] == 0.0
     assert all(default[k] == v for k, v in STICK_TERMS.items())
     assert set(default) == set(terms)
     tuned = stick_weights(TrainSettings(stick_stride=3.0, stick_skate=0.5, stick_stand=0.5, stick_touch=2.0,
-                                        stick_step=1.5, stick_posture=4.0, stick_support=2.5))
+                                        stick_step=1.5, stick_posture=4.0, stick_support=2.5, stick_still=0.7))
     assert (tuned["stride"], tuned["skate"], tuned["stand"], tuned["touch"], tuned["step"], tuned["posture"],
-            tuned["support"]) == (3.0, 0.5, 0.5, 2.0, 1.5, 4.0, 2.5)
+            tuned["support"], tuned["still"]) == (3.0, 0.5, 0.5, 2.0, 1.5, 4.0, 2.5, 0.7)
     base = float(stick_objective(terms, default))
     assert base == pytest.approx(1.0 + 2.0 * 2.0 + 1.0 * 3.0 + 0.1 * 4.0)
     more = float(stick_objective(terms, stick_weights(TrainSettings(stick_stride=3.0))))
     assert more - base == pytest.approx(2.0 * float(terms["stride"]))
+
+
+def test_still_loss_standing_actor_pays_nothing_and_a_creep_pays(games105_db):
+    """:func:`still_loss` on the sample's own roots: every second in which the actor's root
+    path has stood still (:func:`~kinema.control.retrieval.scenarios.settled_frames`) drifts
+    under :data:`STILL_DRIFT_M`, so the actor pays 0; the same roots with a 3.5 cm/s creep
+    added pay log(3.5)^2 = 1.57 within the drift the actor adds; a 1 m/s runaway pays
+    log(100)^2 = 21.2, and its gradient per metre is smaller than the creep's; windows with a
+    moving frame pay nothing (a walk is the path term's), and a gradient reaches the roots."""
+    import torch
+
+    from kinema.control.retrieval.scenarios import settled_frames
+    from kinema.control.retrieval.training import STILL_DRIFT_M, still_loss
+
+    db, fps = games105_db, games105_db.fps
+    a, b = db.ranges[[i for i, n in enumerate(db.clip_names) if n == "idle"][0]]
+    p = db.root_positions[a:b].astype(np.float64)
+    settled = settled_frames(p, fps)[None]
+    assert settled.mean() > 0.5   # the idle take stands for most of its length
+    x, z = torch.tensor(p[None, :, 0], requires_grad=True), torch.tensor(p[None, :, 2])
+    assert float(still_loss(x, z, settled, fps).detach()) == 0.0
+    creep = torch.arange(b - a, dtype=torch.float64)[None] * 0.035 / fps
+    paid = float(still_loss(x + creep, z, settled, fps).detach())
+    assert 1.0 < paid < 2.2   # 1.57 for the creep alone, the actor's own sway within 1 cm either way
+    assert float(still_loss(x + creep, z, np.zeros_like(settled), fps).detach()) == 0.0
+    still_loss(x + creep, z, settled, fps).backward()
+    creep_grad = float(x.grad.abs().sum())
+    assert creep_grad > 0.0
+    x.grad = None
+    run = torch.arange(b - a, dtype=torch.float64)[None] * 1.0 / fps
+    assert float(still_loss(x + run, z, settled, fps).detach()) == pytest.approx(np.log(100.0) ** 2, rel=0.02)
+    still_loss(x + run, z, settled, fps).backward()
+    assert float(x.grad.abs().sum()) < creep_grad
+    assert STILL_DRIFT_M == 0.01
 
 
 def test_the_support_loss_passes_the_actor_and_a_run_s_flights_and_charges_walking_in_the_air(games105_db):

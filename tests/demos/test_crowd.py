@@ -119,13 +119,23 @@ def test_run_crowd_counts_who_lies_down(shared_data):
     sunk (its rows keep the hips within 15% of standing) or airborne. The same crowd with one
     character drawn 0.3 m up is counted airborne for the whole second (a crowd that floats
     never lies down, and the fall count alone would pass it); drawn 0.1 m up, it is not. Without
-    the runtime's root adjustment (``adjust=False``) the crowd's roots end elsewhere."""
+    the runtime's root adjustment (``adjust=False``) the crowd's roots end elsewhere. Its legs
+    step as the data's do (stride ratio within a band of the database's); the same crowd drawn
+    as a frozen pose carried by its roots (a glide) reads a stride near 0 and skates more."""
     import torch
 
     from kinema.control.retrieval.controller import RetrievalCrowd
     from kinema.control.retrieval.evaluate import cached_database
-    from kinema.control.retrieval.scenarios import AIRBORNE_M, SUNK, crowd_starts, run_crowd, standing_hips
+    from kinema.control.retrieval.scenarios import (
+        AIRBORNE_M,
+        SUNK,
+        crowd_starts,
+        database_stride_ratio,
+        run_crowd,
+        standing_hips,
+    )
     from kinema.demos.crowd import MODEL
+    from kinema.features.root import yaw_rotate
     from kinema.matching.database import _hips_height, upright_mask
 
     if not (shared_data / "lafan1").is_dir():
@@ -145,6 +155,9 @@ def test_run_crowd_counts_who_lies_down(shared_data):
                   seeds, 240)
     assert r["fallen"] == 0 and r["sunk"] == 0 and r["lowest_hips"] > SUNK and r["head_above_hips"]
     assert r["airborne"] == 0 and r["longest_flight_s"] < 0.1
+    assert 0.5 * database_stride_ratio(db) < r["stride_ratio"] < 1.5 * database_stride_ratio(db), r
+    stepping = r["foot_skate_cm_s"]
+    assert 0.0 < stepping < 100.0 and np.isfinite(r["foot_skate_p90_cm_s"])
     # without the runtime's pull toward the springs the roots go where the playback puts them
     ends = []
     for adjust in (True, False):
@@ -163,13 +176,29 @@ def test_run_crowd_counts_who_lies_down(shared_data):
         def drive(self, sticks, dt, adjust=True):
             self.crowd.drive(sticks, dt, adjust=adjust)
 
+        @property
+        def root(self):
+            return self.crowd.root
+
         def joint_positions(self):
             pos = self.crowd.joint_positions().copy()
             pos[2, :, 1] += self.lift
             return pos
+
+    class Frozen(Lifted):
+        """The same crowd, every character drawn in its first pose, carried by its root."""
+
+        def joint_positions(self):
+            root, facing = self.crowd.root
+            if not hasattr(self, "local"):
+                self.local = yaw_rotate(facing[:, None], self.crowd.joint_positions() - root[:, None], inverse=True)
+            return yaw_rotate(facing[:, None], self.local) + root[:, None]
 
     for lift, airborne in ((AIRBORNE_M + 0.1, 1), (AIRBORNE_M - 0.1, 0)):
         crowd = RetrievalCrowd(MODEL, db, 4, start_row=rows, mode="matching", search_mask=upright_mask(db))
         r = run_crowd(Lifted(crowd, lift), seeds, 60)
         assert r["airborne"] == airborne and r["fallen"] == 0, (lift, r)
         assert (r["longest_flight_s"] == 1.0) == bool(airborne)
+    crowd = RetrievalCrowd(MODEL, db, 4, start_row=rows, mode="matching", search_mask=upright_mask(db))
+    r = run_crowd(Frozen(crowd, 0.0), seeds, 240)
+    assert r["stride_ratio"] < 0.1 and r["foot_skate_cm_s"] > stepping, (r, stepping)

@@ -237,6 +237,11 @@ class RetrievalCrowd:
         """World joint positions (B, J, 3) of the current poses."""
         return yaw_rotate(self.root_dir[:, None], joint_positions(self.db, self.poses)) + self.root_pos[:, None]
 
+    @property
+    def root(self) -> tuple[np.ndarray, np.ndarray]:
+        """(root positions, root directions), each (B, 3), as drawn."""
+        return self.root_pos.copy(), self.root_dir.copy()
+
 
 class RetrievalController:
     """Drive one character with a retrieval checkpoint: a view of a :class:`RetrievalCrowd`

@@ -47,6 +47,7 @@ from kinema.control.footlock import FootLock
 from kinema.control.retrieval.metrics import floor_height, foot_skate, joint_positions
 from kinema.control.trajectory import TrajectoryController
 from kinema.errors import KinemaError
+from kinema.features.root import yaw_rotate
 from kinema.matching.database import Database
 
 Stick = Callable[[float], tuple[np.ndarray, bool]]   # t (s) -> (stick (2,), walk)
@@ -309,7 +310,14 @@ def run_crowd(crowd, seeds: np.ndarray, frames: int = 600, fps: float = 60.0, tr
     frame), ``finite``, ``airborne`` (how many had every body joint at least
     :data:`AIRBORNE_M` above the floor of :func:`~kinema.control.retrieval.metrics.floor_height`
     for :data:`AIRBORNE_S` or longer: a character that floats never lies down, so ``fallen``
-    passes it) and ``longest_flight_s`` (the crowd's longest such flight). ``traces``, when
+    passes it), ``longest_flight_s`` (the crowd's longest such flight), and the glide no single
+    scripted stick decides: ``foot_skate_cm_s`` and ``foot_skate_p90_cm_s``, the mean and the
+    90th percentile over the characters of each one's drawn skating
+    (:func:`~kinema.control.retrieval.metrics.foot_skate`, no foot lock: what the legs
+    themselves do), and ``stride_ratio``, the median over the characters that move of each
+    one's :func:`stride_ratio` (a body that glides with still legs, or holds one pose while
+    it travels, reads low where its skating may not: toes that hover a few centimetres up
+    are not on the floor). ``traces``, when
     given, receives ``drawn`` (frames, N, J, 3), the world joint positions of every frame, and
     ``lowest`` (frames, N), the lowest body joint's height above that floor (m). ``adjust``
     pulls each root toward its springs as the runtime does; off, the roots stay where the
@@ -322,10 +330,14 @@ def run_crowd(crowd, seeds: np.ndarray, frames: int = 600, fps: float = 60.0, tr
     flight = np.zeros(len(seeds), int)
     longest = np.zeros_like(flight)
     head_up, finite = True, True
-    drawn, lowest = [], []
+    drawn, lowest, toes, roots, facings = [], [], [], [], []
     for f in range(frames):
         crowd.drive(crowd_sticks(f / fps, seeds), 1.0 / fps, adjust=adjust)
         pos = crowd.joint_positions()
+        toes.append(pos[:, [db.roles["left_toe"], db.roles["right_toe"]]])
+        root, facing = crowd.root
+        roots.append(np.broadcast_to(root, (len(seeds), 3)).copy())
+        facings.append(np.broadcast_to(facing, (len(seeds), 3)).copy())
         finite &= bool(np.isfinite(pos).all())
         low = np.minimum(low, pos[:, hips, 1])
         head_up &= bool(np.all(pos[:, head, 1] > pos[:, hips, 1]))
@@ -336,9 +348,15 @@ def run_crowd(crowd, seeds: np.ndarray, frames: int = 600, fps: float = 60.0, tr
             drawn.append(pos.copy())
             lowest.append(above)
     share = low / standing_hips(db)
+    world_toes, roots_ = np.stack(toes, 1), np.stack(roots, 1)                          # (N, F, 2, 3), (N, F, 3)
+    skate = foot_skate(world_toes, floor, fps) if finite else np.full(len(seeds), np.inf)   # (N,) cm/s
+    local = yaw_rotate(np.stack(facings, 1)[:, :, None], world_toes - roots_[:, :, None], inverse=True)
+    strides = [r for r in (stride_ratio(local[c], roots_[c], fps) for c in range(len(seeds))) if r is not None]
     if traces is not None:
         traces.update(drawn=np.stack(drawn), lowest=np.stack(lowest))
     return {"characters": len(seeds), "frames": frames, "seconds": frames / fps, "finite": finite,
             "fallen": int((share < FALLEN).sum()), "sunk": int((share < SUNK).sum()),
             "lowest_hips": float(share.min()), "head_above_hips": head_up,
-            "airborne": int((longest >= AIRBORNE_S * fps).sum()), "longest_flight_s": float(longest.max() / fps)}
+            "airborne": int((longest >= AIRBORNE_S * fps).sum()), "longest_flight_s": float(longest.max() / fps),
+            "foot_skate_cm_s": float(skate.mean()), "foot_skate_p90_cm_s": float(np.percentile(skate, 90)),
+            "stride_ratio": float(np.median(strides)) if strides and finite else None}

@@ -59,7 +59,9 @@ second while the requested path moves: with the skating term, weighted by ``stic
 the root can then only move by stepping, not by gliding on both feet or hopping on one);
 ``stick_support`` > 0 adds that much of :func:`support_loss` (the lower toe's median height
 in every second the requested path moves: the LaFAN1 network walked with its support toe
-16-19 cm up, which one touch a second passes); ``stick_adjust`` pulls their roots toward the
+16-19 cm up, which one touch a second passes); ``stick_still`` > 0 adds that much of
+:func:`still_loss` (the root's net drift in each second the requested path stands: let go of
+for five minutes, a no-dropout sample network crept 10 m with its toes planted); ``stick_adjust`` pulls their roots toward the
 springs every frame as the runtime does (:func:`~kinema.control.retrieval.rollout.adjust_roots`:
 running, it added a quarter of the LaFAN1 network's own speed, which the legs never paid for)
 and scores the stride and skating on those drawn roots. The checkpoint is selected on the free-running
@@ -188,6 +190,7 @@ class TrainSettings:
     stick_skate: float = 0.1   # ... this much of the skating term (skate_loss on the predicted toes on the floor)
     stick_step: float = 0.0    # ... this much of step_loss (each toe down once a second while the path moves)
     stick_support: float = 0.0  # ... this much of support_loss (the lower toe's median height each second the path moves)
+    stick_still: float = 0.0   # ... this much of still_loss (the root's drift in each second the requested path stands)
     stick_posture: float = 1.0  # ... this much of the posture term (hips outside UPRIGHT_BAND of the standing height)
     stick_adjust: bool = False  # ... roots pulled toward the springs as at runtime; stride and skating read those drawn roots
     init: str = ""             # a finished checkpoint (same database and architecture) to start from instead of fresh weights
@@ -761,6 +764,8 @@ STEP_SECONDS = 1.0    # each toe touches the floor at least once in every this m
 STEP_DOWN_M = 0.025   # ... within this height (m) of the skating metric's floor
 SUPPORT_SECONDS = 1.0   # the lower toe's median height over every this many seconds of walking (support_loss)
 SUPPORT_DOWN_M = 0.025  # ... within this height (m) of the skating metric's floor
+STILL_SECONDS = 1.0   # the root's net drift over every this many seconds the requested path stands (still_loss)
+STILL_DRIFT_M = 0.01  # ... is free up to this (m): the sample's standing actor drifts at most 0.99 cm a second
 
 
 @dataclass(frozen=True)
@@ -799,7 +804,9 @@ def stick_terms(db: Database, raw: torch.Tensor, r: Rollout, steer: StickSteer, 
     - ``step``: :func:`step_loss` (each toe on the floor at least once a second while the
       requested path moves);
     - ``support``: :func:`support_loss` (the lower toe on the floor half of every second
-      while the requested path moves).
+      while the requested path moves);
+    - ``still``: :func:`still_loss` (the network's own root holds its place in every second
+      the requested path stands).
 
     With ``drawn`` (a rollout whose roots were pulled toward the springs, ``rollout(...,
     adjust=True)``) the stride and skating terms read the roots the runtime draws,
@@ -829,7 +836,8 @@ def stick_terms(db: Database, raw: torch.Tensor, r: Rollout, steer: StickSteer, 
             "stand": stand_loss(db, raw, settled, floor, targets.standing_hips),
             "touch": touch_loss(db, raw, floor),
             "step": step_loss(db, raw, settled, floor),
-            "support": support_loss(db, raw, settled, floor)}
+            "support": support_loss(db, raw, settled, floor),
+            "still": still_loss(x, z, settled, db.fps)}
 
 
 def stand_loss(db: Database, raw: torch.Tensor, settled: np.ndarray, floor: float, standing: float) -> torch.Tensor:
@@ -917,13 +925,35 @@ def support_loss(db: Database, raw: torch.Tensor, settled: np.ndarray, floor: fl
     return (cost * moving).sum() / moving.sum().clamp(min=1.0)
 
 
+def still_loss(x: torch.Tensor, z: torch.Tensor, settled: np.ndarray, fps: float) -> torch.Tensor:
+    """What a rollout's roots x, z (B, H) (m, :func:`rollout_roots`) pay for wandering off
+    while the stick asks them to stand: in every window of :data:`STILL_SECONDS` (all of H
+    when shorter) whose frames are all ``settled`` (B, H) bool, the root's net displacement d
+    (m, first to last frame) pays ``log(max(d, STILL_DRIFT_M) / STILL_DRIFT_M)^2``, averaged
+    over those windows (0 when there is none; differentiable). The standing actor of the
+    sample drifts 0.27 cm a second at the median and under 1 cm in every second
+    (``test_still_loss_standing_actor_pays_nothing_and_a_creep_pays``): it pays nothing, where
+    a root creeping at 3.5 cm/s with its toes planted (the session-40 no-dropout sample network
+    let go of for 5 min: 10.4 m) pays 1.57 a window. The path term cannot see such a creep: it
+    is a few centimetres within one rollout, a thousandth of a square metre. The log keeps a
+    runaway's gradient small: a first-stage network drawn rigidly drifts 0.8 m a settled second
+    at the median, which a square would charge 6,000 and let drown every other term."""
+    w = STILL_SECONDS * fps
+    wx, wz = _windows(x, w), _windows(z, w)                                                   # (B, H - w + 1, w)
+    drift = torch.sqrt((wx[..., -1] - wx[..., 0]) ** 2 + (wz[..., -1] - wz[..., 0]) ** 2 + 1e-12)
+    still = _windows(torch.as_tensor(np.asarray(settled, np.float32), device=x.device), w).amin(-1)
+    cost = torch.log(drift.clamp(min=STILL_DRIFT_M) / STILL_DRIFT_M) ** 2
+    return (cost * still).sum() / still.sum().clamp(min=1.0)
+
+
 def stick_weights(s: TrainSettings) -> dict[str, float]:
     """Each :func:`stick_terms` term's weight: :data:`STICK_TERMS`, and ``s.stick_posture``,
     ``s.stick_stride``, ``s.stick_skate``, ``s.stick_stand``, ``s.stick_touch``,
-    ``s.stick_step`` and ``s.stick_support`` of the posture, stride, skate, stand, touch,
-    step and support terms."""
+    ``s.stick_step``, ``s.stick_support`` and ``s.stick_still`` of the posture, stride, skate,
+    stand, touch, step, support and still terms."""
     return {**STICK_TERMS, "posture": s.stick_posture, "stride": s.stick_stride, "skate": s.stick_skate,
-            "stand": s.stick_stand, "touch": s.stick_touch, "step": s.stick_step, "support": s.stick_support}
+            "stand": s.stick_stand, "touch": s.stick_touch, "step": s.stick_step, "support": s.stick_support,
+            "still": s.stick_still}
 
 
 def stick_objective(terms: dict[str, torch.Tensor], weights: dict[str, float]) -> torch.Tensor:
