@@ -15,11 +15,13 @@ evaluation records them (:func:`~kinema.control.retrieval.scenarios.run_crowd`: 
 joint at least :data:`AIRBORNE_M` up for ``AIRBORNE_S`` or longer; a run's flight phase is
 shorter and lower). It also prints the crowd's skating (the mean and the 90th percentile over
 the characters of each one's drawn skating, cm/s, no foot lock): 128 characters on wandering
-sticks average over far more steering than one scripted stick or the main demo, whose
-skating moves by 20-40 cm/s between two trainings that differ only in their seed
-(protocol, session 41). ``--matching`` drives motion matching as the evaluation runs it
-(:func:`~kinema.control.retrieval.evaluate.matching_runtime`'s controller: springs, searches,
-root pull, the same search mask) through the same draws, for reference.
+sticks average over far more steering than one scripted stick or the main demo: one recipe
+and seed trained on two machines read 60.2 and 88.8 cm/s on the sticks, 68.2 and 90.7 in the
+main demo (protocol, session 41), where the two crowd draws of one network differed by
+1.6 cm/s at the median of 12 networks (at most 9.0). ``--matching`` drives motion matching
+as the evaluation runs it (:func:`~kinema.control.retrieval.evaluate.matching_runtime`'s
+controller: springs, searches, root pull, the same search mask) through the same draws, for
+reference.
 
     .venv/bin/python benchmarks/diagnose_crowd.py models/retrieval_lafan1.safetensors [--seeds 0,1,2] [--quiet] [--no-adjust] [--matching]
 """
