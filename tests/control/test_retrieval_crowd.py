@@ -14,9 +14,10 @@ from kinema.control.retrieval.metrics import joint_positions
 from kinema.errors import KinemaError
 
 ROOT = Path(__file__).resolve().parents[2]
-# the sample network the pins were written with: the first stage of the shipped sample model
-MODEL = ROOT / "models" / "retrieval_sample_games105_base.safetensors"
-BASELINE = ROOT / "models" / "retrieval_sample_games105_base_noretrieval.safetensors"
+# the sample network the pins were written with (the first stage of the sample model shipped in
+# sessions 39-40, kept for these pins when session 41 retrained the first stage)
+MODEL = ROOT / "models" / "retrieval_sample_games105_pinned.safetensors"
+BASELINE = ROOT / "models" / "retrieval_sample_games105_pinned_noretrieval.safetensors"
 PINNED = Path(__file__).parent / "data" / "retrieval_single_sample.npz"
 
 

@@ -61,7 +61,9 @@ the root can then only move by stepping, not by gliding on both feet or hopping 
 in every second the requested path moves: the LaFAN1 network walked with its support toe
 16-19 cm up, which one touch a second passes); ``stick_still`` > 0 adds that much of
 :func:`still_loss` (the root's net drift in each second the requested path stands: let go of
-for five minutes, a no-dropout sample network crept 10 m with its toes planted); ``stick_adjust`` pulls their roots toward the
+for five minutes, a no-dropout sample network crept 10 m with its toes planted; on the sample
+it raised the crowd's skating on each of three seeds and held the idle on two: no shipped
+recipe uses it, protocol session 41); ``stick_adjust`` pulls their roots toward the
 springs every frame as the runtime does (:func:`~kinema.control.retrieval.rollout.adjust_roots`:
 running, it added a quarter of the LaFAN1 network's own speed, which the legs never paid for)
 and scores the stride and skating on those drawn roots. The checkpoint is selected on the free-running
