@@ -335,9 +335,9 @@ def run_crowd(crowd, seeds: np.ndarray, frames: int = 600, fps: float = 60.0, tr
         crowd.drive(crowd_sticks(f / fps, seeds), 1.0 / fps, adjust=adjust)
         pos = crowd.joint_positions()
         toes.append(pos[:, [db.roles["left_toe"], db.roles["right_toe"]]])
-        root, facing = crowd.root
-        roots.append(np.broadcast_to(root, (len(seeds), 3)).copy())
-        facings.append(np.broadcast_to(facing, (len(seeds), 3)).copy())
+        root, facing = crowd.root   # (N, 3) each; copied: a driver may update them in place
+        roots.append(np.array(root))
+        facings.append(np.array(facing))
         finite &= bool(np.isfinite(pos).all())
         low = np.minimum(low, pos[:, hips, 1])
         head_up &= bool(np.all(pos[:, head, 1] > pos[:, hips, 1]))
