@@ -340,6 +340,7 @@ def test_scenarios_measure_what_a_user_sees(sample_controller):
     assert rigid["idle"]["frames"] == 480 and rigid["long_idle"]["frames"] == 5 * 480   # the released stick, 5x as long
     for sc in rigid.values():
         assert sc["finite"] and sc["head_above_hips"] and sc["bone_length_drift_mm"] <= 1.0
+        assert 0.5 < sc["torso_share_min"] < 1.2   # upright, as the data's rows (0.83 or more)
     assert raw["stop_start"]["bone_length_drift_mm"] > 10.0
     assert rigid["idle"]["travelled_m"] < 0.25 * rigid["stop_start"]["travelled_m"]
     assert rigid["idle"]["stride_ratio"] is None and rigid["stop_start"]["stride_ratio"] > 0
@@ -375,6 +376,7 @@ def test_scenarios_drive_motion_matching_as_a_user_runs_it(sample_controller):
     res = run_scenarios(MatchingDriver(make, db), ["idle", "stop_start"], frames=480)
     for sc in res.values():
         assert sc["finite"] and sc["head_above_hips"] and sc["bone_length_drift_mm"] <= 1.0
+        assert sc["torso_share_min"] > 0.8   # it plays the data's rows
     assert res["stop_start"]["root_error_m"] < 0.2 and res["stop_start"]["stride_ratio"] > 0
     # motion matching plays the data's rows: its support toe rests where the data's does
     from kinema.control.retrieval.scenarios import database_support_height
@@ -1166,8 +1168,8 @@ def test_an_adjusted_stick_rollout_draws_the_runtimes_roots_and_charges_its_legs
     assert float(drawn_skate_loss(db, poses, on, slid, facings)) > plain + 2.0   # 2 cm a frame: 4 cm^2 where planted
 
 
-def test_stick_weights_take_the_posture_stride_skate_stand_touch_step_support_and_still_weights_from_the_settings():
-    """:func:`stick_weights` gives the posture, stride, skate, stand, touch, step, support and still terms
+def test_stick_weights_take_each_stick_term_s_weight_from_the_settings():
+    """:func:`stick_weights` gives the posture, stride, skate, stand, touch, step, support, still and torso terms
     the settings' weights (posture 1, stride 1 and skate 0.1 by default, the earlier
     constants) and the path its fixed one (:data:`STICK_TERMS`), so raising
     ``train.stick_stride`` by 2 raises the objective by twice the stride term and nothing else."""
@@ -1176,20 +1178,52 @@ def test_stick_weights_take_the_posture_stride_skate_stand_touch_step_support_an
     from kinema.control.retrieval.training import STICK_TERMS, TrainSettings, stick_objective, stick_weights
 
     terms = {name: torch.tensor(float(i + 1)) for i, name in
-             enumerate(["stride", "path", "posture", "skate", "stand", "touch", "step", "support", "still"])}
+             enumerate(["stride", "path", "posture", "skate", "stand", "touch", "step", "support", "still", "torso"])}
     default = stick_weights(TrainSettings())
     assert default["stride"] == 1.0 and default["skate"] == 0.1 and default["posture"] == 1.0
     assert default["stand"] == default["touch"] == default["step"] == default["support"] == default["still"] == 0.0
+    assert default["torso"] == 0.0
     assert all(default[k] == v for k, v in STICK_TERMS.items())
     assert set(default) == set(terms)
     tuned = stick_weights(TrainSettings(stick_stride=3.0, stick_skate=0.5, stick_stand=0.5, stick_touch=2.0,
-                                        stick_step=1.5, stick_posture=4.0, stick_support=2.5, stick_still=0.7))
+                                        stick_step=1.5, stick_posture=4.0, stick_support=2.5, stick_still=0.7,
+                                        stick_torso=1.2))
     assert (tuned["stride"], tuned["skate"], tuned["stand"], tuned["touch"], tuned["step"], tuned["posture"],
-            tuned["support"], tuned["still"]) == (3.0, 0.5, 0.5, 2.0, 1.5, 4.0, 2.5, 0.7)
+            tuned["support"], tuned["still"], tuned["torso"]) == (3.0, 0.5, 0.5, 2.0, 1.5, 4.0, 2.5, 0.7, 1.2)
     base = float(stick_objective(terms, default))
     assert base == pytest.approx(1.0 + 2.0 * 2.0 + 1.0 * 3.0 + 0.1 * 4.0)
     more = float(stick_objective(terms, stick_weights(TrainSettings(stick_stride=3.0))))
     assert more - base == pytest.approx(2.0 * float(terms["stride"]))
+
+
+def test_torso_loss_passes_every_row_of_the_data_and_charges_a_bow(games105_db):
+    """:func:`torso_loss` on the sample's rows (:func:`standing_torso` of them): every row of
+    the data pays 0 (the actor's torso never leans below 0.83 of its median height); the
+    same rows with the head lowered to 0.6 of the torso above the hips pay 1, and with the
+    head hung at the hips' height (the bow the Bandai-Namco networks fell into when let go
+    of) 16; its gradient raises the head and lowers the hips."""
+    import torch
+
+    from kinema.control.retrieval.scenarios import head_joint, standing_torso
+    from kinema.control.retrieval.training import TORSO_SHARE, _joint_positions, torso_loss
+
+    db = games105_db
+    torso = standing_torso(db)
+    assert 0.3 < torso < 0.7   # metres: a person's hips-to-head height
+    pos = _joint_positions(db, torch.as_tensor(db.pose[None]))
+    assert float(torso_loss(db, pos, torso)) == 0.0
+    head, hips = head_joint(db), db.roles["hips"]
+    for share, paid in [(0.6, 1.0), (0.0, 16.0)]:
+        bowed = pos.clone()
+        bowed[..., head, 1] = bowed[..., hips, 1] + share * torso
+        assert float(torso_loss(db, bowed, torso)) == pytest.approx(paid, rel=1e-4)
+    bowed = pos.clone()
+    bowed[..., head, 1] = bowed[..., hips, 1]
+    bowed.requires_grad_(True)
+    torso_loss(db, bowed, torso).backward()
+    assert float(bowed.grad[..., head, 1].max()) < 0.0   # raising the head lowers the cost
+    assert float(bowed.grad[..., hips, 1].min()) > 0.0
+    assert TORSO_SHARE == 0.8
 
 
 def test_still_loss_standing_actor_pays_nothing_and_a_creep_pays(games105_db):

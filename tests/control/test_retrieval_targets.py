@@ -158,6 +158,26 @@ def test_one_fallen_crowd_character_fails_the_crowd_target(result):
     assert _row(floating, "crowd on the floor")["passed"] is True
 
 
+def test_a_bowed_character_fails_the_torso_target(result):
+    """A character let go of that bows until its head hangs a few centimetres over its hips
+    (the Bandai-Namco network of session 21 in the idle minute: 0.06 of the data's torso)
+    passes the head-above-hips check and fails the torso target; upright passes; results
+    written before the measure existed are unjudged (None, not a pass)."""
+    upright = copy.deepcopy(result)
+    for sc in upright["scenarios"].values():
+        sc["torso_share_min"] = 0.85
+    assert _row(upright, "torso upright")["passed"] is True
+    bowed = copy.deepcopy(upright)
+    bowed["scenarios"]["idle"]["torso_share_min"] = 0.06
+    assert _row(bowed, "head above hips")["passed"] is True
+    row = _row(bowed, "torso upright")
+    assert row["passed"] is False and row["value"] == pytest.approx(0.06)
+    before = copy.deepcopy(result)
+    for sc in before["scenarios"].values():
+        sc.pop("torso_share_min", None)
+    assert _row(before, "torso upright")["passed"] is None
+
+
 def test_a_raised_knee_fails_the_feet_down_target(result):
     """A character that stands on one leg with the stick released (a knee held up, seen in
     a candidate of session 19) fails; both feet down passes; results written before the

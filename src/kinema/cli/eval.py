@@ -89,7 +89,8 @@ def format_table(result: dict) -> str:
         mm = mm_sc.get(name)
         stride = "-" if sc.get("stride_ratio") is None else f"{sc['stride_ratio']:.2f}"
         lines.append(f"scenario {name:10} finite {sc['finite']!s:5} bone drift {sc['bone_length_drift_mm']:9.2f} mm  "
-                     f"head above hips {sc['head_above_hips']!s:5}  root error {sc['root_error_m']:.3f} m  "
+                     f"head above hips {sc['head_above_hips']!s:5}  torso {sc.get('torso_share_min', float('nan')):.2f}  "
+                     f"root error {sc['root_error_m']:.3f} m  "
                      f"foot skate {sc['foot_skate_cm_s']:6.1f} cm/s"
                      + ("" if mm is None else f" (motion matching {mm['foot_skate_cm_s']:.1f})")
                      + f"  stride ratio {stride}"

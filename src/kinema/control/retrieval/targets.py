@@ -18,6 +18,8 @@ STRIDE_CEILING = 1.5     # of the database's stride ratio: above it the legs thr
 MOVING_PATH_M = 5.0      # a scenario whose requested path is longer than this (m) asks to move
 TWIN_BLOWUP = 2.0        # a twin more than this x a frozen pose's joint error has blown up: no fair gain
 FEET_DOWN_FRACTION = 0.9  # of the database's feet-down share while standing (1 where the data never stands)
+TORSO_FLOOR = 0.5         # of the data's torso height (head above hips): lower, the body is bowed 60 degrees
+                          # or more, which no stick asks for (the data's rows: 0.83 or more on Bandai-Namco and the sample)
 SUPPORT_SLACK_M = 0.05    # the lower toe's median height may exceed the data's (or motion matching's) by
                           # this (m) while moving (the data: -2.4 to 0.3 cm; motion matching's moving
                           # sticks: LaFAN1 0.2-2.2 cm, the sample's runs 5.8-6.8)
@@ -75,6 +77,10 @@ def check_targets(result: dict) -> list[dict]:
         add("bone_length_drift_mm", drift, "<= 1", drift <= 1.0)
         heads = all(s["head_above_hips"] for s in sc.values())
         add("head above hips", heads, "every frame of every scenario", heads)
+        # a bow that hangs the head a few centimetres over the hips passes the check above
+        torso = [s["torso_share_min"] for s in sc.values() if s.get("torso_share_min") is not None]
+        add("torso upright", min(torso) if torso else None, f"head >= {TORSO_FLOOR:g} x the data's torso height "
+            "above the hips in every frame of every scenario", min(torso) >= TORSO_FLOOR if torso else None)
         # a runaway or shaking root can keep a small mean error; its travel gives it away
         ratio = max(s["travelled_m"] / (1.5 * _path_m(name, s) + 5.0) for name, s in sc.items())
         add("root travel vs requested path", ratio, "travelled <= 1.5 x path + 5 m in every scenario", ratio <= 1.0)

@@ -63,7 +63,10 @@ in every second the requested path moves: the LaFAN1 network walked with its sup
 :func:`still_loss` (the root's net drift in each second the requested path stands: let go of
 for five minutes, a no-dropout sample network crept 10 m with its toes planted; on the sample
 it raised the crowd's skating on each of three seeds and held the idle on two: no shipped
-recipe uses it, protocol session 41); ``stick_adjust`` pulls their roots toward the
+recipe uses it, protocol session 41); ``stick_torso`` > 0 adds that much of
+:func:`torso_loss` (the head kept above the hips by most of the data's torso height: let go
+of, the Bandai-Namco networks bowed until the head hung at the hips' height, which the hips'
+posture term never sees); ``stick_adjust`` pulls their roots toward the
 springs every frame as the runtime does (:func:`~kinema.control.retrieval.rollout.adjust_roots`:
 running, it added a quarter of the LaFAN1 network's own speed, which the legs never paid for)
 and scores the stride and skating on those drawn roots. The checkpoint is selected on the free-running
@@ -111,7 +114,7 @@ from kinema.control.planted import plant_weights, planted_shift
 from kinema.control.retrieval.metrics import floor_height, pose_slice
 from kinema.control.retrieval.pose import joint_steps, rigid_pose_normalised
 from kinema.control.retrieval.rollout import Carry, Rollout, rollout, teacher_forced_candidates, toe_positions
-from kinema.control.retrieval.scenarios import TOE_DOWN_M, database_stride_ratio, standing_hips
+from kinema.control.retrieval.scenarios import TOE_DOWN_M, database_stride_ratio, head_joint, standing_hips, standing_torso
 from kinema.control.retrieval.sequences import OwnTake, RandomRetriever, Retriever, WindowSampler
 from kinema.control.retrieval.steering import StickSteer
 from kinema.data import PREFIXES, data_relative, portable_path, sample_root, shared_root
@@ -194,6 +197,7 @@ class TrainSettings:
     stick_support: float = 0.0  # ... this much of support_loss (the lower toe's median height each second the path moves)
     stick_still: float = 0.0   # ... this much of still_loss (the root's drift in each second the requested path stands)
     stick_posture: float = 1.0  # ... this much of the posture term (hips outside UPRIGHT_BAND of the standing height)
+    stick_torso: float = 0.0   # ... this much of torso_loss (the head less than TORSO_SHARE of the data's torso above the hips)
     stick_adjust: bool = False  # ... roots pulled toward the springs as at runtime; stride and skating read those drawn roots
     init: str = ""             # a finished checkpoint (same database and architecture) to start from instead of fresh weights
 
@@ -766,6 +770,7 @@ STEP_SECONDS = 1.0    # each toe touches the floor at least once in every this m
 STEP_DOWN_M = 0.025   # ... within this height (m) of the skating metric's floor
 SUPPORT_SECONDS = 1.0   # the lower toe's median height over every this many seconds of walking (support_loss)
 SUPPORT_DOWN_M = 0.025  # ... within this height (m) of the skating metric's floor
+TORSO_SHARE = 0.8   # the head's height above the hips below this share of the data's pays (torso_loss)
 STILL_SECONDS = 1.0   # the root's net drift over every this many seconds the requested path stands (still_loss)
 STILL_DRIFT_M = 0.01  # ... is free up to this (m): the sample's standing actor drifts at most 0.99 cm a second
 
@@ -775,14 +780,16 @@ class StickTargets:
     """What the data says a stick-driven rollout should do: ``stride_ratio``, the toes'
     character-space speed per unit of root speed while moving
     (:func:`~kinema.control.retrieval.scenarios.database_stride_ratio`), and
-    ``standing_hips`` (m, :func:`~kinema.control.retrieval.scenarios.standing_hips`)."""
+    ``standing_hips`` (m, :func:`~kinema.control.retrieval.scenarios.standing_hips`) and
+    ``torso`` (m, :func:`~kinema.control.retrieval.scenarios.standing_torso`)."""
 
     stride_ratio: float
     standing_hips: float
+    torso: float
 
     @classmethod
     def of(cls, db: Database) -> StickTargets:
-        return cls(database_stride_ratio(db), standing_hips(db))
+        return cls(database_stride_ratio(db), standing_hips(db), standing_torso(db))
 
 
 def stick_terms(db: Database, raw: torch.Tensor, r: Rollout, steer: StickSteer, targets: StickTargets,
@@ -808,7 +815,9 @@ def stick_terms(db: Database, raw: torch.Tensor, r: Rollout, steer: StickSteer, 
     - ``support``: :func:`support_loss` (the lower toe on the floor half of every second
       while the requested path moves);
     - ``still``: :func:`still_loss` (the network's own root holds its place in every second
-      the requested path stands).
+      the requested path stands);
+    - ``torso``: :func:`torso_loss` (the head stays above the hips by most of the data's
+      torso height: a stick never asks for a bow).
 
     With ``drawn`` (a rollout whose roots were pulled toward the springs, ``rollout(...,
     adjust=True)``) the stride and skating terms read the roots the runtime draws,
@@ -839,7 +848,19 @@ def stick_terms(db: Database, raw: torch.Tensor, r: Rollout, steer: StickSteer, 
             "touch": touch_loss(db, raw, floor),
             "step": step_loss(db, raw, settled, floor),
             "support": support_loss(db, raw, settled, floor),
-            "still": still_loss(x, z, settled, db.fps)}
+            "still": still_loss(x, z, settled, db.fps),
+            "torso": torso_loss(db, pos, targets.torso)}
+
+
+def torso_loss(db: Database, pos: torch.Tensor, torso: float) -> torch.Tensor:
+    """Mean over the frames of root-space joint positions (B, H, J, 3) of
+    ``(relu(TORSO_SHARE - gap / torso) / (1 - TORSO_SHARE))^2``, ``gap`` being the head's
+    height above the hips (m) and ``torso`` the data's
+    (:func:`~kinema.control.retrieval.scenarios.standing_torso`): 0 while the torso leans
+    less than the data's runs (no Bandai-Namco or sample row reads under 0.83 of ``torso``),
+    1 at 0.6 of it, 16 for a bow that hangs the head at the hips' height. Differentiable."""
+    gap = pos[..., head_joint(db), 1] - pos[..., db.roles["hips"], 1]
+    return ((F.relu(TORSO_SHARE - gap / torso) / (1.0 - TORSO_SHARE)) ** 2).mean()
 
 
 def stand_loss(db: Database, raw: torch.Tensor, settled: np.ndarray, floor: float, standing: float) -> torch.Tensor:
@@ -951,11 +972,11 @@ def still_loss(x: torch.Tensor, z: torch.Tensor, settled: np.ndarray, fps: float
 def stick_weights(s: TrainSettings) -> dict[str, float]:
     """Each :func:`stick_terms` term's weight: :data:`STICK_TERMS`, and ``s.stick_posture``,
     ``s.stick_stride``, ``s.stick_skate``, ``s.stick_stand``, ``s.stick_touch``,
-    ``s.stick_step``, ``s.stick_support`` and ``s.stick_still`` of the posture, stride, skate,
-    stand, touch, step, support and still terms."""
+    ``s.stick_step``, ``s.stick_support``, ``s.stick_still`` and ``s.stick_torso`` of the posture,
+    stride, skate, stand, touch, step, support, still and torso terms."""
     return {**STICK_TERMS, "posture": s.stick_posture, "stride": s.stick_stride, "skate": s.stick_skate,
             "stand": s.stick_stand, "touch": s.stick_touch, "step": s.stick_step, "support": s.stick_support,
-            "still": s.stick_still}
+            "still": s.stick_still, "torso": s.stick_torso}
 
 
 def stick_objective(terms: dict[str, torch.Tensor], weights: dict[str, float]) -> torch.Tensor:
