@@ -1211,16 +1211,16 @@ def test_torso_loss_passes_every_row_of_the_data_and_charges_a_bow(games105_db):
     torso = standing_torso(db)
     assert 0.3 < torso < 0.7   # metres: a person's hips-to-head height
     pos = _joint_positions(db, torch.as_tensor(db.pose[None]))
-    assert float(torso_loss(db, pos, torso)) == 0.0
     head, hips = head_joint(db), db.roles["hips"]
+    assert float(torso_loss(db, pos, torso, head)) == 0.0
     for share, paid in [(0.6, 1.0), (0.0, 16.0)]:
         bowed = pos.clone()
         bowed[..., head, 1] = bowed[..., hips, 1] + share * torso
-        assert float(torso_loss(db, bowed, torso)) == pytest.approx(paid, rel=1e-4)
+        assert float(torso_loss(db, bowed, torso, head)) == pytest.approx(paid, rel=1e-4)
     bowed = pos.clone()
     bowed[..., head, 1] = bowed[..., hips, 1]
     bowed.requires_grad_(True)
-    torso_loss(db, bowed, torso).backward()
+    torso_loss(db, bowed, torso, head).backward()
     assert float(bowed.grad[..., head, 1].max()) < 0.0   # raising the head lowers the cost
     assert float(bowed.grad[..., hips, 1].min()) > 0.0
     assert TORSO_SHARE == 0.8

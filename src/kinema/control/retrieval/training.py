@@ -780,16 +780,19 @@ class StickTargets:
     """What the data says a stick-driven rollout should do: ``stride_ratio``, the toes'
     character-space speed per unit of root speed while moving
     (:func:`~kinema.control.retrieval.scenarios.database_stride_ratio`), and
-    ``standing_hips`` (m, :func:`~kinema.control.retrieval.scenarios.standing_hips`) and
-    ``torso`` (m, :func:`~kinema.control.retrieval.scenarios.standing_torso`)."""
+    ``standing_hips`` (m, :func:`~kinema.control.retrieval.scenarios.standing_hips`),
+    ``torso`` (m, :func:`~kinema.control.retrieval.scenarios.standing_torso`) and ``head``, the
+    joint it is measured to (:func:`~kinema.control.retrieval.scenarios.head_joint`, found once
+    here, not in every rollout)."""
 
     stride_ratio: float
     standing_hips: float
     torso: float
+    head: int
 
     @classmethod
     def of(cls, db: Database) -> StickTargets:
-        return cls(database_stride_ratio(db), standing_hips(db), standing_torso(db))
+        return cls(database_stride_ratio(db), standing_hips(db), standing_torso(db), head_joint(db))
 
 
 def stick_terms(db: Database, raw: torch.Tensor, r: Rollout, steer: StickSteer, targets: StickTargets,
@@ -849,17 +852,18 @@ def stick_terms(db: Database, raw: torch.Tensor, r: Rollout, steer: StickSteer, 
             "step": step_loss(db, raw, settled, floor),
             "support": support_loss(db, raw, settled, floor),
             "still": still_loss(x, z, settled, db.fps),
-            "torso": torso_loss(db, pos, targets.torso)}
+            "torso": torso_loss(db, pos, targets.torso, targets.head)}
 
 
-def torso_loss(db: Database, pos: torch.Tensor, torso: float) -> torch.Tensor:
+def torso_loss(db: Database, pos: torch.Tensor, torso: float, head: int) -> torch.Tensor:
     """Mean over the frames of root-space joint positions (B, H, J, 3) of
-    ``(relu(TORSO_SHARE - gap / torso) / (1 - TORSO_SHARE))^2``, ``gap`` being the head's
-    height above the hips (m) and ``torso`` the data's
+    ``(relu(TORSO_SHARE - gap / torso) / (1 - TORSO_SHARE))^2``, ``gap`` being the height of
+    joint ``head`` (:func:`~kinema.control.retrieval.scenarios.head_joint`) above the hips (m)
+    and ``torso`` the data's
     (:func:`~kinema.control.retrieval.scenarios.standing_torso`): 0 while the torso leans
     less than the data's runs (no Bandai-Namco or sample row reads under 0.83 of ``torso``),
     1 at 0.6 of it, 16 for a bow that hangs the head at the hips' height. Differentiable."""
-    gap = pos[..., head_joint(db), 1] - pos[..., db.roles["hips"], 1]
+    gap = pos[..., head, 1] - pos[..., db.roles["hips"], 1]
     return ((F.relu(TORSO_SHARE - gap / torso) / (1.0 - TORSO_SHARE)) ** 2).mean()
 
 
