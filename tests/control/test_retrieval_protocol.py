@@ -955,6 +955,42 @@ def test_a_released_stick_steer_stops_and_then_marks_its_frames_settled():
     assert 0.3 < len(later) / (idle.release > 0).sum() < 0.7 and later.min() >= 0.5 and later.max() <= 6.0
 
 
+def test_a_reversing_stick_steer_runs_back_the_way_it_came():
+    """A rollout that reverses its stick every 3 s (``train.stick_reverse``, the turns
+    scenario's user who runs back and forth): its requested path runs ahead along +z for 3 s,
+    then turns round and runs back, its facing flipped, while its never-reversing twin keeps
+    going; the reversal draws come after the release ones and leave the scripts, walks and
+    releases as they were, and a share of 0.5 over 400 rollouts reverses about half of them
+    with periods in [1.5, 5] s. A share outside [0, 1] is refused."""
+    from kinema.control.retrieval.steering import StickSteer
+    from kinema.control.retrieval.training import TrainSettings
+    from kinema.errors import KinemaError
+
+    fps = 60.0
+    seeds = np.array([[0.0, 0.5, 0.0, 0.0]] * 2)   # heading +z, no turn, moving for the first 6.5 s
+    steer = StickSteer(seeds, np.array([False, False]), fps, reverse=np.array([3.0, np.inf]))
+    steer.start(np.zeros((2, 3)), np.tile([0.0, 0.0, 1.0], (2, 1)))
+    root, facing = np.zeros((2, 3), np.float32), np.tile([0.0, 0.0, 1.0], (2, 1)).astype(np.float32)
+    for _ in range(int(6 * fps)):
+        steer(root, facing)
+    pos, dirs = steer.path()
+    turn = int(3 * fps)
+    assert pos[0, turn, 2] > 3.0 and np.allclose(pos[0, turn], pos[1, turn])   # the same run until the reversal
+    assert pos[0, -1, 2] < pos[0, turn, 2] - 3.0                                # ... then back the way it came
+    assert dirs[0, -1, 2] < -0.9 and dirs[1, -1, 2] > 0.9                       # facing back; the twin ahead
+    assert pos[1, -1, 2] > pos[1, turn, 2] + 3.0
+
+    both = StickSteer.random(400, np.random.default_rng(3), fps, idle_share=0.25, release_share=0.5)
+    flip = StickSteer.random(400, np.random.default_rng(3), fps, idle_share=0.25, release_share=0.5,
+                             reverse_share=0.5)
+    assert np.array_equal(both.seeds, flip.seeds) and np.array_equal(both.release, flip.release)
+    assert np.all(np.isinf(both.reverse))
+    every = flip.reverse[np.isfinite(flip.reverse)]
+    assert 0.4 < len(every) / 400 < 0.6 and every.min() >= 1.5 and every.max() <= 5.0
+    with pytest.raises(KinemaError, match="stick_reverse"):
+        TrainSettings(stick_reverse=1.5)
+
+
 def test_stick_terms_pass_the_truth_and_charge_a_glide_a_crouch_a_float_and_a_detour(games105_db, games105_retriever):
     """The stick-driven rollouts' self-supervised terms, read on real windows whose
     requested path is the actor's own: the truth strides like the data, follows its path

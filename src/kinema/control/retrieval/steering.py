@@ -8,7 +8,10 @@ controller_protocol.md``). A :class:`StickSteer` gives a rollout its joystick fr
 sticks instead (:func:`~kinema.control.retrieval.scenarios.crowd_sticks`: a heading that
 drifts, a push that swells and fades, a 1.5-s stop in every 8 s, walking or running; a
 rollout may let go of the stick for good after its ``release`` time, as a user who stops
-driving: at once (idle from rest) or after a walk or a run),
+driving: at once (idle from rest) or after a walk or a run; a rollout may also snap its stick
+to the opposite direction every ``reverse`` seconds, as a user who runs back and forth does:
+the wandering sticks turn at most 0.4 rad/s, and a network never trained on a reversal folds at
+the waist in one),
 through the runtime's own trajectory springs
 (:class:`~kinema.control.trajectory.TrajectoryController`): every frame the springs
 advance and their prediction relative to the rollout's own root is the joystick, as
@@ -36,6 +39,8 @@ class StickSteer:
         config: the springs' speeds and halflives (None: the runtime's defaults).
         release: (B,) seconds after which each rollout's stick stays released (0: idle
             from the start; inf: never; None: none is released).
+        reverse: (B,) seconds between each rollout's 180-degree stick reversals (inf: never;
+            None: none reverses).
 
     :meth:`start` puts the springs at rest at the rollouts' roots; each call advances them
     one frame and returns the joystick relative to the given roots. :meth:`path` is the
@@ -47,10 +52,11 @@ class StickSteer:
     """
 
     def __init__(self, seeds: np.ndarray, walk: np.ndarray, fps: float, config: ControlConfig | None = None,
-                 release: np.ndarray | None = None):
+                 release: np.ndarray | None = None, reverse: np.ndarray | None = None):
         self.seeds = np.asarray(seeds, np.float64)
         self.walk = np.asarray(walk, bool)
         self.release = np.full(len(self.seeds), np.inf) if release is None else np.asarray(release, np.float64)
+        self.reverse = np.full(len(self.seeds), np.inf) if reverse is None else np.asarray(reverse, np.float64)
         self.fps = float(fps)
         self.dt = 1.0 / self.fps
         self.config = config
@@ -59,11 +65,14 @@ class StickSteer:
     @classmethod
     def random(cls, count: int, rng: np.random.Generator, fps: float, walk_share: float = 0.5,
                idle_share: float = 0.0, release_share: float = 0.0,
-               release_after: tuple[float, float] = (0.5, 6.0)) -> StickSteer:
+               release_after: tuple[float, float] = (0.5, 6.0), reverse_share: float = 0.0,
+               reverse_every: tuple[float, float] = (1.5, 5.0)) -> StickSteer:
         """``count`` rollouts with random stick scripts, ``walk_share`` of them walking,
-        ``idle_share`` of them idle from the start and ``release_share`` of the others
-        letting go after a time drawn uniformly in ``release_after`` seconds (each share is
-        drawn only when above 0, so the draws without it are the same as before it existed)."""
+        ``idle_share`` of them idle from the start, ``release_share`` of the others
+        letting go after a time drawn uniformly in ``release_after`` seconds and
+        ``reverse_share`` of all reversing their stick every period drawn uniformly in
+        ``reverse_every`` seconds (each share is drawn only when above 0, so the draws without
+        it are the same as before it existed)."""
         seeds, walk = rng.random((count, 4)), rng.random(count) < walk_share
         release = np.full(count, np.inf)
         if idle_share > 0:
@@ -71,7 +80,11 @@ class StickSteer:
         if release_share > 0:
             let_go, when = rng.random(count) < release_share, rng.uniform(*release_after, count)
             release = np.where(let_go & (release > 0), when, release)
-        return cls(seeds, walk, fps, release=release)
+        reverse = np.full(count, np.inf)
+        if reverse_share > 0:
+            flip, every = rng.random(count) < reverse_share, rng.uniform(*reverse_every, count)
+            reverse = np.where(flip, every, reverse)
+        return cls(seeds, walk, fps, release=release, reverse=reverse)
 
     def start(self, root_pos: np.ndarray, root_dir: np.ndarray) -> None:
         """Springs at rest at roots (B, 3) facing (B, 3); time 0 of the sticks."""
@@ -88,7 +101,8 @@ class StickSteer:
         if self.springs is None:
             raise RuntimeError("StickSteer.start must place the springs before the first frame")
         t = self.frames * self.dt
-        stick = crowd_sticks(t, self.seeds) * (t < self.release)[:, None]
+        flipped = np.floor(t / self.reverse) % 2 == 1                    # inf periods never flip
+        stick = crowd_sticks(t, self.seeds) * (np.where(flipped, -1.0, 1.0) * (t < self.release))[:, None]
         before = self.springs.sim.position.copy()
         sim = self.springs.update(stick, self.dt, walk=self.walk)
         self.frames += 1

@@ -49,7 +49,8 @@ standing height, skating on the predicted toes; ``stick_stride``, 1 by default, 
 stride term); with ``stick_chain`` = n those rollouts
 continue over up to n free steps (their sticks run on), as ``free_chain`` continues the
 truth-driven ones, ``stick_idle`` of them keep the stick released and ``stick_release`` of
-the others let go of it after a walk or a run; ``stick_stand`` > 0 adds that much of
+the others let go of it after a walk or a run, ``stick_reverse`` of them snap it to the
+opposite direction every 1.5-5 s (the wandering sticks never turn faster than 0.4 rad/s); ``stick_stand`` > 0 adds that much of
 :func:`stand_loss` (both toes down once the requested path has stood still for a second:
 let go after a run, the LaFAN1 models knelt or stood on one leg); ``stick_touch`` > 0
 adds that much of :func:`touch_loss` (a toe on the floor at least every half second: while
@@ -189,6 +190,7 @@ class TrainSettings:
     stick_chain: int = 1       # ... free steps in a row that continue the same stick-driven rollouts (as free_chain)
     stick_idle: float = 0.0    # ... the share of them (and of the validation's) whose stick stays released
     stick_release: float = 0.0  # ... the share of the others that let go of it for good after 0.5-6 s of driving
+    stick_reverse: float = 0.0  # ... the share of them that snap the stick to the opposite direction every 1.5-5 s
     stick_stand: float = 0.0   # ... this much of stand_loss (both toes down once the requested path stands)
     stick_touch: float = 0.0   # ... this much of touch_loss (a toe on the floor at least every half second)
     stick_stride: float = 1.0  # ... this much of the stride term (the toes' speed against the data's stride ratio)
@@ -213,7 +215,7 @@ class TrainSettings:
         if self.free_chain < 1 or self.stick_chain < 1:
             raise KinemaError(f"train.free_chain and train.stick_chain must be 1 or more, got {self.free_chain} "
                               f"and {self.stick_chain}")
-        for name in ("stick_idle", "stick_release"):
+        for name in ("stick_idle", "stick_release", "stick_reverse"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise KinemaError(f"train.{name} is a share of the stick-driven rollouts, in [0, 1], "
                                   f"got {getattr(self, name)}")
@@ -999,7 +1001,8 @@ def stick_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings,
     db = retriever.db
     if carry is None:
         starts = rollout_starts(db, clips, s.context + s.free_horizon + 1, s.stick_batch, rng, upright=True)
-        steer = StickSteer.random(len(starts), rng, db.fps, idle_share=s.stick_idle, release_share=s.stick_release)
+        steer = StickSteer.random(len(starts), rng, db.fps, idle_share=s.stick_idle, release_share=s.stick_release,
+                                  reverse_share=s.stick_reverse)
         ex = retriever.exclusions(db.clip_of(starts))
     else:
         starts = ex = None
@@ -1137,7 +1140,7 @@ def _validate_sticks(model, retriever: Retriever, val: Database, s: TrainSetting
     """:func:`stick_objective` of stick-driven rollouts of ``val_horizon`` frames from
     ``starts`` of the validation clips, the same stick scripts at every validation."""
     steer = StickSteer.random(len(starts), np.random.default_rng(0), val.fps, idle_share=s.stick_idle,
-                              release_share=s.stick_release)
+                              release_share=s.stick_release, reverse_share=s.stick_reverse)
     r = rollout(model, retriever, val, starts, s.context, s.val_horizon, retrieval=use, rigid=s.rigid, ground=s.ground,
                 unit=s.unit_6d, velocities=s.rebuilt_velocities, planted=floor if s.planted else None, steer=steer,
                 adjust=s.stick_adjust)
