@@ -18,7 +18,9 @@ advance and their prediction relative to the rollout's own root is the joystick,
 :meth:`~kinema.control.retrieval.controller.RetrievalCrowd.drive` makes it. No truth
 exists for such a rollout; its losses are self-supervised (``stick_terms`` in
 :mod:`kinema.control.retrieval.training`). The evaluation's scripted scenarios are
-other sticks, never trained on.
+other sticks, never trained on; a reversing rollout shares the kind of input of the turns
+stick (a 180-degree snap), not its script (a random period, on a wandering, swelling stick,
+walking or running).
 """
 from __future__ import annotations
 

@@ -50,7 +50,8 @@ stride term); with ``stick_chain`` = n those rollouts
 continue over up to n free steps (their sticks run on), as ``free_chain`` continues the
 truth-driven ones, ``stick_idle`` of them keep the stick released and ``stick_release`` of
 the others let go of it after a walk or a run, ``stick_reverse`` of them snap it to the
-opposite direction every 1.5-5 s (the wandering sticks never turn faster than 0.4 rad/s); ``stick_stand`` > 0 adds that much of
+opposite direction every 1.5-5 s (the wandering sticks never turn faster than 0.4 rad/s);
+``stick_stand`` > 0 adds that much of
 :func:`stand_loss` (both toes down once the requested path has stood still for a second:
 let go after a run, the LaFAN1 models knelt or stood on one leg); ``stick_touch`` > 0
 adds that much of :func:`touch_loss` (a toe on the floor at least every half second: while
