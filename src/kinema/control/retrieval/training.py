@@ -992,6 +992,14 @@ def stick_objective(terms: dict[str, torch.Tensor], weights: dict[str, float]) -
     return sum(weights[k] * v for k, v in terms.items())
 
 
+def random_sticks(s: TrainSettings, count: int, rng: np.random.Generator, fps: float) -> StickSteer:
+    """:meth:`StickSteer.random` for ``count`` stick-driven rollouts with the settings' shares
+    (``stick_idle``, ``stick_release``, ``stick_reverse``): one place for the training and the
+    validation sticks."""
+    return StickSteer.random(count, rng, fps, idle_share=s.stick_idle, release_share=s.stick_release,
+                             reverse_share=s.stick_reverse)
+
+
 def stick_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings, rng: np.random.Generator,
                floor: float, targets: StickTargets, carry: Carry | None = None) -> tuple[torch.Tensor, Carry]:
     """:func:`stick_objective` of ``s.stick_batch`` rollouts of ``s.free_horizon`` frames
@@ -1002,8 +1010,7 @@ def stick_loss(model, retriever: Retriever, clips: np.ndarray, s: TrainSettings,
     db = retriever.db
     if carry is None:
         starts = rollout_starts(db, clips, s.context + s.free_horizon + 1, s.stick_batch, rng, upright=True)
-        steer = StickSteer.random(len(starts), rng, db.fps, idle_share=s.stick_idle, release_share=s.stick_release,
-                                  reverse_share=s.stick_reverse)
+        steer = random_sticks(s, len(starts), rng, db.fps)
         ex = retriever.exclusions(db.clip_of(starts))
     else:
         starts = ex = None
@@ -1140,8 +1147,7 @@ def _validate_sticks(model, retriever: Retriever, val: Database, s: TrainSetting
                      starts: np.ndarray, targets: StickTargets) -> torch.Tensor:
     """:func:`stick_objective` of stick-driven rollouts of ``val_horizon`` frames from
     ``starts`` of the validation clips, the same stick scripts at every validation."""
-    steer = StickSteer.random(len(starts), np.random.default_rng(0), val.fps, idle_share=s.stick_idle,
-                              release_share=s.stick_release, reverse_share=s.stick_reverse)
+    steer = random_sticks(s, len(starts), np.random.default_rng(0), val.fps)
     r = rollout(model, retriever, val, starts, s.context, s.val_horizon, retrieval=use, rigid=s.rigid, ground=s.ground,
                 unit=s.unit_6d, velocities=s.rebuilt_velocities, planted=floor if s.planted else None, steer=steer,
                 adjust=s.stick_adjust)
