@@ -1,0 +1,107 @@
+"""Does the fed-back pose carry the world position? The joints above the hips, held as is and pinned.
+
+A BVH whose top joint is not the hips (Bandai-Namco's ``joint_Root``) keeps that joint at the
+world origin while the hips carry the motion. The database stores every joint in the
+character's root space, so that joint's position in each pose vector is the world origin seen
+from the character: in the data within a few metres (the normaliser's std is about 1.2 and 2.0
+m), at runtime wherever the network's own integration takes it. Nothing drawn reads it (rigid
+poses keep the hips where the pose puts them and place their children by forward kinematics),
+but the network reads it back every frame.
+
+This drives scripted sticks (:data:`~kinema.control.retrieval.scenarios.SCENARIOS`) through the
+runtime controller as ``kinema eval --scenarios`` does and prints, per stick, the largest root-space
+distance of those joints in the poses the network predicts (m) and what a user sees: root path,
+largest distance from the start, root error, torso at its lowest, skating (cm/s after the foot
+lock) and stride. With ``--pin`` the fed-back positions and velocities of those joints are
+overwritten with the normaliser's means after every frame: an input in the data's range that says
+nothing. A skeleton whose top joint is the hips (LaFAN1, the sample) has no such joint and is
+refused.
+
+    .venv/bin/python benchmarks/diagnose_root_leak.py models/retrieval_bandai.safetensors [--pin] [--sticks long_idle turns walk_run]
+"""
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from kinema.control.retrieval.controller import RetrievalController, trained_planted
+from kinema.control.retrieval.evaluate import open_database
+from kinema.control.retrieval.scenarios import LENGTH_FACTOR, SCENARIOS, run_scenario
+from kinema.matching.database import Database, upright_mask
+from kinema.nn.checkpoint import load_checkpoint
+
+SCENARIO_FRAMES = 3600   # kinema eval --scenarios: 60 s at 60 Hz (times LENGTH_FACTOR for the long ones)
+
+
+def above_hips(db: Database) -> list[int]:
+    """The joints (indices) that are strict ancestors of the hips."""
+    out, j = [], int(db.parents[db.roles["hips"]])
+    while j >= 0:
+        out.append(j)
+        j = int(db.parents[j])
+    return out
+
+
+def leak_slots(db: Database, joints: list[int]) -> np.ndarray:
+    """Pose-vector columns (K,) of the positions and velocities of ``joints``."""
+    lay = {name: (a, b) for name, a, b in db.pose_layout}
+    cols = [lay[seg][0] + 3 * j + np.arange(3) for seg in ("joint_positions", "joint_velocities") for j in joints]
+    return np.concatenate(cols)
+
+
+def drive(checkpoint: str, sticks: list[str], pin: bool) -> list[dict]:
+    """One row per stick: ``leak_m`` (largest root-space distance of the joints above the
+    hips in the predicted poses) and the scenario's root path, reach, error, torso, skating, stride."""
+    _, meta = load_checkpoint(checkpoint)
+    db = open_database(None, meta)
+    joints = above_hips(db)
+    if not joints:
+        raise SystemExit(f"{checkpoint}: the hips are the skeleton's top joint; nothing above them to leak")
+    ctl = RetrievalController(checkpoint, db, planted=trained_planted(meta), search_mask=upright_mask(db))
+    crowd = ctl.crowd
+    slots = leak_slots(db, joints)
+    pos = (db.pose_layout[0][1] + 3 * np.asarray(joints)[:, None] + np.arange(3)).ravel()
+    leak: list[float] = []
+    step = crowd.step
+
+    def pinned_step(control: np.ndarray) -> np.ndarray:
+        new = step(control)
+        leak.append(float(np.linalg.norm(crowd.poses[0, pos].reshape(-1, 3), axis=-1).max()))
+        if pin:
+            crowd.poses[:, slots] = crowd.norm.mean[slots]
+        return new
+
+    crowd.step = pinned_step
+    rows = []
+    for name in sticks:
+        ctl.reset(0)
+        leak.clear()
+        traces: dict = {}
+        r = run_scenario(ctl, SCENARIOS[name], SCENARIO_FRAMES * LENGTH_FACTOR.get(name, 1), traces=traces)
+        roots = traces["roots"][:, [0, 2]]
+        rows.append({"stick": name, "leak_m": max(leak), "travelled_m": r["travelled_m"],
+                     "away_m": float(np.linalg.norm(roots - roots[0], axis=-1).max()),
+                     "root_error_m": r["root_error_m"], "torso": r["torso_share_min"],
+                     "skate": r["foot_skate_cm_s"], "stride": r["stride_ratio"]})
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("checkpoint")
+    ap.add_argument("--pin", action="store_true", help="feed the joints above the hips back at the data's mean")
+    ap.add_argument("--sticks", nargs="+", default=["long_idle", "turns", "walk_run"], choices=sorted(SCENARIOS))
+    a = ap.parse_args()
+    rows = drive(a.checkpoint, a.sticks, a.pin)
+    print(f"{a.checkpoint}, joints above the hips {'pinned to the data mean' if a.pin else 'fed back as predicted'}\n")
+    print("| stick | above-hips joint from the root, max m | root path m | farthest from start m | root error m "
+          "| torso min | skating cm/s | stride |\n|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        stride = "-" if r["stride"] is None else f"{r['stride']:.2f}"
+        print(f"| {r['stick']} | {r['leak_m']:.1f} | {r['travelled_m']:.1f} | {r['away_m']:.2f} | {r['root_error_m']:.3f} "
+              f"| {r['torso']:.2f} | {r['skate']:.1f} | {stride} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
