@@ -12,12 +12,14 @@ This drives scripted sticks (:data:`~kinema.control.retrieval.scenarios.SCENARIO
 runtime controller as ``kinema eval --scenarios`` does and prints, per stick, the largest root-space
 distance of those joints in the poses the network predicts (m) and what a user sees: root path,
 largest distance from the start, root error, torso at its lowest, skating (cm/s after the foot
-lock) and stride. With ``--pin`` the fed-back positions and velocities of those joints are
+lock) and stride; with ``--crowd SEEDS``, the evaluation's crowd instead (fallen, airborne,
+skating, stride). With ``--pin`` the fed-back positions and velocities of those joints are
 overwritten with the normaliser's means after every frame: an input in the data's range that says
 nothing. A skeleton whose top joint is the hips (LaFAN1, the sample) has no such joint and is
 refused.
 
     .venv/bin/python benchmarks/diagnose_root_leak.py models/retrieval_bandai.safetensors [--pin] [--sticks long_idle turns walk_run]
+    .venv/bin/python benchmarks/diagnose_root_leak.py models/retrieval_bandai.safetensors [--pin] --crowd 0,1
 """
 from __future__ import annotations
 
@@ -26,8 +28,8 @@ import argparse
 import numpy as np
 
 from kinema.control.retrieval.controller import RetrievalController, trained_planted
-from kinema.control.retrieval.evaluate import open_database
-from kinema.control.retrieval.scenarios import LENGTH_FACTOR, SCENARIOS, run_scenario
+from kinema.control.retrieval.evaluate import CROWD_FRAMES, evaluation_crowd, open_database
+from kinema.control.retrieval.scenarios import LENGTH_FACTOR, SCENARIOS, run_crowd, run_scenario
 from kinema.matching.database import Database, upright_mask
 from kinema.nn.checkpoint import load_checkpoint
 
@@ -50,29 +52,43 @@ def leak_slots(db: Database, joints: list[int]) -> np.ndarray:
     return np.concatenate(cols)
 
 
-def drive(checkpoint: str, sticks: list[str], pin: bool) -> list[dict]:
-    """One row per stick: ``leak_m`` (largest root-space distance of the joints above the
-    hips in the predicted poses) and the scenario's root path, reach, error, torso, skating, stride."""
+def watch(crowd, db: Database, joints: list[int], pin: bool) -> list[float]:
+    """Wrap ``crowd.step`` (a :class:`~kinema.control.retrieval.controller.RetrievalCrowd`) so
+    that after every frame it appends the largest root-space distance of ``joints`` in the
+    predicted poses to the returned list and, with ``pin``, overwrites their fed-back positions
+    and velocities with the normaliser's means."""
+    slots = leak_slots(db, joints)
+    lay = {name: (a, b) for name, a, b in db.pose_layout}
+    pos = (lay["joint_positions"][0] + 3 * np.asarray(joints)[:, None] + np.arange(3)).ravel()
+    leak: list[float] = []
+    step = crowd.step
+
+    def watched(control: np.ndarray) -> np.ndarray:
+        new = step(control)
+        leak.append(float(np.linalg.norm(crowd.poses[:, pos].reshape(len(new), -1, 3), axis=-1).max()))
+        if pin:
+            crowd.poses[:, slots] = crowd.norm.mean[slots]
+        return new
+
+    crowd.step = watched
+    return leak
+
+
+def _open(checkpoint: str) -> tuple[dict, Database, list[int]]:
     _, meta = load_checkpoint(checkpoint)
     db = open_database(None, meta)
     joints = above_hips(db)
     if not joints:
         raise SystemExit(f"{checkpoint}: the hips are the skeleton's top joint; nothing above them to leak")
+    return meta, db, joints
+
+
+def drive(checkpoint: str, sticks: list[str], pin: bool) -> list[dict]:
+    """One row per stick: ``leak_m`` (largest root-space distance of the joints above the
+    hips in the predicted poses) and the scenario's root path, reach, error, torso, skating, stride."""
+    meta, db, joints = _open(checkpoint)
     ctl = RetrievalController(checkpoint, db, planted=trained_planted(meta), search_mask=upright_mask(db))
-    crowd = ctl.crowd
-    slots = leak_slots(db, joints)
-    pos = (db.pose_layout[0][1] + 3 * np.asarray(joints)[:, None] + np.arange(3)).ravel()
-    leak: list[float] = []
-    step = crowd.step
-
-    def pinned_step(control: np.ndarray) -> np.ndarray:
-        new = step(control)
-        leak.append(float(np.linalg.norm(crowd.poses[0, pos].reshape(-1, 3), axis=-1).max()))
-        if pin:
-            crowd.poses[:, slots] = crowd.norm.mean[slots]
-        return new
-
-    crowd.step = pinned_step
+    leak = watch(ctl.crowd, db, joints, pin)
     rows = []
     for name in sticks:
         ctl.reset(0)
@@ -87,12 +103,33 @@ def drive(checkpoint: str, sticks: list[str], pin: bool) -> list[dict]:
     return rows
 
 
+def crowd(checkpoint: str, seed: int, pin: bool) -> dict:
+    """The evaluation's crowd (:func:`~kinema.control.retrieval.evaluate.evaluation_crowd`, draw
+    ``seed``) for :data:`~kinema.control.retrieval.evaluate.CROWD_FRAMES` frames: its
+    :func:`~kinema.control.retrieval.scenarios.run_crowd` summary and ``leak_m``."""
+    meta, db, joints = _open(checkpoint)
+    group, seeds = evaluation_crowd(checkpoint, db, seed=seed, planted=trained_planted(meta),
+                                    search_mask=upright_mask(db))
+    leak = watch(group, db, joints, pin)
+    return {**run_crowd(group, seeds, CROWD_FRAMES), "leak_m": max(leak)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("checkpoint")
     ap.add_argument("--pin", action="store_true", help="feed the joints above the hips back at the data's mean")
     ap.add_argument("--sticks", nargs="+", default=["long_idle", "turns", "walk_run"], choices=sorted(SCENARIOS))
+    ap.add_argument("--crowd", metavar="SEEDS", help="the evaluation's crowd for these comma-separated draws instead")
     a = ap.parse_args()
+    if a.crowd:
+        print(f"{a.checkpoint}, crowd, joints above the hips {'pinned' if a.pin else 'as predicted'}\n")
+        print("| draw | characters | fallen | airborne | skating cm/s | stride | above-hips joint from the root, max m |")
+        print("|---|---|---|---|---|---|---|")
+        for seed in (int(x) for x in a.crowd.split(",")):
+            c = crowd(a.checkpoint, seed, a.pin)
+            print(f"| {seed} | {c['characters']} | {c['fallen']} | {c['airborne']} | {c['foot_skate_cm_s']:.1f} "
+                  f"| {c['stride_ratio']:.2f} | {c['leak_m']:.1f} |", flush=True)
+        return
     rows = drive(a.checkpoint, a.sticks, a.pin)
     print(f"{a.checkpoint}, joints above the hips {'pinned to the data mean' if a.pin else 'fed back as predicted'}\n")
     print("| stick | above-hips joint from the root, max m | root path m | farthest from start m | root error m "
