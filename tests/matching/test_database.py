@@ -252,3 +252,52 @@ def test_pose_joint_unknown_name(shared_data):
     cfg = DatabaseConfig.from_dict({"base": "lafan1", "pose_joints": ["LeftPaw"]})
     with pytest.raises(KinemaError, match="LeftPaw"):
         build_from_paths([shared_data / "lafan1" / "walk4_subject1.bvh"], cfg, progress=False)
+
+
+def test_carry_above_hips_takes_the_world_position_out_of_the_pose(shared_data):
+    """Bandai-Namco's joint_Root stays at the world origin, so as recorded its root-space slots
+    are the world origin seen from the character (checked against scipy); carried with the
+    root they are constant, and nothing else in the database changes."""
+    from scipy.spatial.transform import Rotation
+
+    from kinema.features.trajectory import quat_to_sixd
+
+    clip = shared_data / "bandai_namco" / "dataset-1" / "dataset-1_walk_normal_001.bvh"
+    plain = build_from_paths([clip], "bandai", mirror=True, progress=False)
+    carried = build_from_paths([clip], DatabaseConfig.from_dict({"base": "bandai", "carry_above_hips": True}),
+                               mirror=True, progress=False)
+    top = int(plain.parents[plain.roles["hips"]])
+    assert plain.joint_names[top] == "joint_Root"
+    lay = {name: (a, b) for name, a, b in plain.pose_layout}
+    pos = lay["joint_positions"][0] + 3 * top + np.arange(3)
+    rot = lay["joint_rotations_6d"][0] + 6 * top + np.arange(6)
+    vel = lay["joint_velocities"][0] + 3 * top + np.arange(3)
+
+    # as recorded: metres from the character and moving with it, the world origin in root space
+    origin = plain.pose[:, pos].astype(np.float64)
+    assert np.ptp(origin[:, [0, 2]], axis=0).max() > 1.0
+    d = plain.root_directions.astype(np.float64)
+    facing = Rotation.from_euler("y", np.arctan2(d[:, 0], d[:, 2])[:, None])
+    np.testing.assert_allclose(facing.apply(origin) + plain.root_positions, 0.0, atol=2e-3)
+
+    # carried: the same in every row
+    np.testing.assert_allclose(carried.pose[:, pos], 0.0, atol=1e-5)
+    identity = quat_to_sixd(np.array([[1.0, 0.0, 0.0, 0.0]]))[0]
+    np.testing.assert_allclose(carried.pose[:, rot], np.broadcast_to(identity, (carried.rows, 6)), atol=1e-5)
+    # its velocity: as recorded 0 (the origin never moves) while its position runs, which the
+    # runtime's one-step kinematics cannot follow; carried, the root's own velocity
+    np.testing.assert_array_equal(plain.pose[:, vel], 0.0)
+    u = carried.pose[:, lay["root_velocity"][0]:lay["root_velocity"][1]]
+    assert np.abs(u).max() > 1.0
+    np.testing.assert_allclose(carried.pose[:, vel], u, atol=0.05)
+
+    # nothing else moves: every other pose column, the features, contacts and roots
+    others = np.setdiff1d(np.arange(plain.pose_width), np.concatenate([pos, rot, vel]))
+    np.testing.assert_array_equal(carried.pose[:, others], plain.pose[:, others])
+    np.testing.assert_array_equal(carried.raw_features, plain.raw_features)
+    np.testing.assert_array_equal(carried.contacts, plain.contacts)
+    np.testing.assert_array_equal(carried.root_positions, plain.root_positions)
+
+    # off, the option is absent from the hashed config: the shipped models' databases keep their fingerprints
+    assert "carry_above_hips" not in plain.config.to_dict()
+    assert carried.fingerprint != plain.fingerprint

@@ -195,6 +195,26 @@ def _hips_height(db: Database) -> np.ndarray:
 
 
 
+def carried_above_hips(sk: Skeleton, hips: int, grot: np.ndarray, gpos: np.ndarray, root_pos: np.ndarray,
+                       root_dir: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Global rotations (F, J, 4) and positions (F, J, 3) with every strict ancestor of joint
+    ``hips`` put on the root ``root_pos`` (F, 3), turned to face ``root_dir`` (F, 3): in root
+    space such a joint then reads the same in every frame (``DatabaseConfig.carry_above_hips``).
+    Copies; the inputs are not changed."""
+    above = []
+    j = int(sk.parents[hips])
+    while j >= 0:
+        above.append(j)
+        j = int(sk.parents[j])
+    if not above:
+        return grot, gpos
+    grot, gpos = grot.copy(), gpos.copy()
+    facing = angles.yaw_quaternion(angles.yaw(np.asarray(root_dir, np.float64)))   # (F, 4)
+    grot[:, above] = facing[:, None].astype(grot.dtype)
+    gpos[:, above] = np.asarray(root_pos, gpos.dtype)[:, None]
+    return grot, gpos
+
+
 def clip_rows(motion, config: DatabaseConfig) -> dict[str, np.ndarray]:
     """Pose, contacts, raw (unnormalised) features and root of one clip at its own rate.
 
@@ -214,6 +234,8 @@ def clip_rows(motion, config: DatabaseConfig) -> dict[str, np.ndarray]:
     fps = float(motion.fps)
     grot, gpos = motion.global_transforms()
     root = compute_root(gpos, grot, sk, config.root)
+    if config.carry_above_hips:
+        grot, gpos = carried_above_hips(sk, sk.index(config.hips), grot, gpos, root.positions, root.directions)
     vel = finite_difference(gpos, fps)
     pos_rs = to_root_space(root, gpos)
     vel_rs = vectors_to_root_space(root, vel)
