@@ -31,18 +31,10 @@ from kinema.control.retrieval.controller import RetrievalController, trained_pla
 from kinema.control.retrieval.evaluate import CROWD_FRAMES, evaluation_crowd, open_database
 from kinema.control.retrieval.scenarios import LENGTH_FACTOR, SCENARIOS, run_crowd, run_scenario
 from kinema.matching.database import Database, upright_mask
+from kinema.motion.skeleton import Skeleton
 from kinema.nn.checkpoint import load_checkpoint
 
 SCENARIO_FRAMES = 3600   # kinema eval --scenarios: 60 s at 60 Hz (times LENGTH_FACTOR for the long ones)
-
-
-def above_hips(db: Database) -> list[int]:
-    """The joints (indices) that are strict ancestors of the hips."""
-    out, j = [], int(db.parents[db.roles["hips"]])
-    while j >= 0:
-        out.append(j)
-        j = int(db.parents[j])
-    return out
 
 
 def leak_slots(db: Database, joints: list[int]) -> np.ndarray:
@@ -77,7 +69,7 @@ def watch(crowd, db: Database, joints: list[int], pin: bool) -> list[float]:
 def _open(checkpoint: str) -> tuple[dict, Database, list[int]]:
     _, meta = load_checkpoint(checkpoint)
     db = open_database(None, meta)
-    joints = above_hips(db)
+    joints = Skeleton(db.joint_names, db.parents, db.offsets).ancestors(db.roles["hips"])
     if not joints:
         raise SystemExit(f"{checkpoint}: the hips are the skeleton's top joint; nothing above them to leak")
     return meta, db, joints

@@ -62,3 +62,16 @@ def test_index_names_missing_joint():
     assert sk.index("b") == 1
     with pytest.raises(KeyError, match="no joint 'c'"):
         sk.index("c")
+
+
+def test_ancestors_walk_up_to_the_root_and_agree_with_the_depths(shared_data):
+    from kinema.io import load
+
+    sk = load(shared_data / "bandai_namco" / "dataset-1" / "dataset-1_walk_normal_001.bvh").skeleton
+    assert [sk.names[j] for j in sk.ancestors(sk.index("Hips"))] == ["joint_Root"]
+    assert sk.ancestors(0) == []
+    toe = sk.index("Toes_L")
+    chain = sk.ancestors(toe)
+    assert chain[0] == sk.parents[toe] and chain[-1] == 0
+    assert all(sk.parents[a] == b for a, b in zip(chain, chain[1:]))
+    np.testing.assert_array_equal([len(sk.ancestors(j)) for j in range(sk.num_joints)], sk.depths())

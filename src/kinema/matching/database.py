@@ -194,18 +194,13 @@ def _hips_height(db: Database) -> np.ndarray:
     return db.pose[:, a + 3 * db.roles["hips"] + 1]
 
 
-
 def carried_above_hips(sk: Skeleton, hips: int, grot: np.ndarray, gpos: np.ndarray, root_pos: np.ndarray,
                        root_dir: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Global rotations (F, J, 4) and positions (F, J, 3) with every strict ancestor of joint
     ``hips`` put on the root ``root_pos`` (F, 3), turned to face ``root_dir`` (F, 3): in root
-    space such a joint then reads the same in every frame (``DatabaseConfig.carry_above_hips``).
-    Copies; the inputs are not changed."""
-    above = []
-    j = int(sk.parents[hips])
-    while j >= 0:
-        above.append(j)
-        j = int(sk.parents[j])
+    space such a joint's position and rotation then read the same in every frame
+    (``DatabaseConfig.carry_above_hips``). Copies; the inputs are not changed."""
+    above = sk.ancestors(hips)
     if not above:
         return grot, gpos
     grot, gpos = grot.copy(), gpos.copy()

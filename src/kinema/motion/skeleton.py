@@ -74,6 +74,14 @@ class Skeleton:
         """Indices of the direct children of joint ``j``."""
         return [int(c) for c in np.nonzero(self.parents == j)[0]]
 
+    def ancestors(self, j: int) -> list[int]:
+        """Indices of joint ``j``'s strict ancestors, its parent first, the root last."""
+        out, p = [], int(self.parents[j])
+        while p >= 0:
+            out.append(p)
+            p = int(self.parents[p])
+        return out
+
     def depths(self) -> np.ndarray:
         """(J,) int depth of each joint (roots are 0)."""
         d = np.zeros(self.num_joints, np.int64)
