@@ -29,6 +29,7 @@ import numpy as np
 
 from kinema.control.retrieval.controller import RetrievalController, trained_planted
 from kinema.control.retrieval.evaluate import CROWD_FRAMES, evaluation_crowd, open_database
+from kinema.control.retrieval.metrics import pose_slice
 from kinema.control.retrieval.scenarios import LENGTH_FACTOR, SCENARIOS, run_crowd, run_scenario
 from kinema.matching.database import Database, upright_mask
 from kinema.motion.skeleton import Skeleton
@@ -38,10 +39,9 @@ SCENARIO_FRAMES = 3600   # kinema eval --scenarios: 60 s at 60 Hz (times LENGTH_
 
 
 def leak_slots(db: Database, joints: list[int]) -> np.ndarray:
-    """Pose-vector columns (K,) of the positions and velocities of ``joints``."""
-    lay = {name: (a, b) for name, a, b in db.pose_layout}
-    cols = [lay[seg][0] + 3 * j + np.arange(3) for seg in ("joint_positions", "joint_velocities") for j in joints]
-    return np.concatenate(cols)
+    """Pose-vector columns (6 x len(joints),) of the positions of ``joints``, then their velocities."""
+    return np.concatenate([pose_slice(db, seg).start + 3 * j + np.arange(3)
+                           for seg in ("joint_positions", "joint_velocities") for j in joints])
 
 
 def watch(crowd, db: Database, joints: list[int], pin: bool) -> list[float]:
@@ -50,8 +50,7 @@ def watch(crowd, db: Database, joints: list[int], pin: bool) -> list[float]:
     predicted poses to the returned list and, with ``pin``, overwrites their fed-back positions
     and velocities with the normaliser's means."""
     slots = leak_slots(db, joints)
-    lay = {name: (a, b) for name, a, b in db.pose_layout}
-    pos = (lay["joint_positions"][0] + 3 * np.asarray(joints)[:, None] + np.arange(3)).ravel()
+    pos = slots[:3 * len(joints)]
     leak: list[float] = []
     step = crowd.step
 
@@ -95,15 +94,18 @@ def drive(checkpoint: str, sticks: list[str], pin: bool) -> list[dict]:
     return rows
 
 
-def crowd(checkpoint: str, seed: int, pin: bool) -> dict:
-    """The evaluation's crowd (:func:`~kinema.control.retrieval.evaluate.evaluation_crowd`, draw
-    ``seed``) for :data:`~kinema.control.retrieval.evaluate.CROWD_FRAMES` frames: its
+def crowds(checkpoint: str, draws: list[int], pin: bool) -> list[dict]:
+    """The evaluation's crowd (:func:`~kinema.control.retrieval.evaluate.evaluation_crowd`) for
+    each of ``draws`` for :data:`~kinema.control.retrieval.evaluate.CROWD_FRAMES` frames: its
     :func:`~kinema.control.retrieval.scenarios.run_crowd` summary and ``leak_m``."""
     meta, db, joints = _open(checkpoint)
-    group, seeds = evaluation_crowd(checkpoint, db, seed=seed, planted=trained_planted(meta),
-                                    search_mask=upright_mask(db))
-    leak = watch(group, db, joints, pin)
-    return {**run_crowd(group, seeds, CROWD_FRAMES), "leak_m": max(leak)}
+    mask = upright_mask(db)
+    out = []
+    for draw in draws:
+        group, seeds = evaluation_crowd(checkpoint, db, seed=draw, planted=trained_planted(meta), search_mask=mask)
+        leak = watch(group, db, joints, pin)
+        out.append({**run_crowd(group, seeds, CROWD_FRAMES), "leak_m": max(leak)})
+    return out
 
 
 def main() -> None:
@@ -117,8 +119,8 @@ def main() -> None:
         print(f"{a.checkpoint}, crowd, joints above the hips {'pinned' if a.pin else 'as predicted'}\n")
         print("| draw | characters | fallen | airborne | skating cm/s | stride | above-hips joint from the root, max m |")
         print("|---|---|---|---|---|---|---|")
-        for seed in (int(x) for x in a.crowd.split(",")):
-            c = crowd(a.checkpoint, seed, a.pin)
+        draws = [int(x) for x in a.crowd.split(",")]
+        for seed, c in zip(draws, crowds(a.checkpoint, draws, a.pin)):
             print(f"| {seed} | {c['characters']} | {c['fallen']} | {c['airborne']} | {c['foot_skate_cm_s']:.1f} "
                   f"| {c['stride_ratio']:.2f} | {c['leak_m']:.1f} |", flush=True)
         return
