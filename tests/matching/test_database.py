@@ -301,3 +301,28 @@ def test_carry_above_hips_takes_the_world_position_out_of_the_pose(shared_data):
     # off, the option is absent from the hashed config: the shipped models' databases keep their fingerprints
     assert "carry_above_hips" not in plain.config.to_dict()
     assert carried.fingerprint != plain.fingerprint
+
+
+def test_a_carried_database_has_a_rebuild_command(shared_data, tmp_path, monkeypatch):
+    """A training config whose database is ``{base = "bandai", carry_above_hips = true}`` gets
+    the card command ``--config bandai --carry-above-hips``, which rebuilds that database (same
+    fingerprint, not the plain preset's); a table that sets anything else names a JSON file."""
+    import shlex
+
+    from kinema.cli.main import main
+    from kinema.control.retrieval.training import db_build_command
+
+    monkeypatch.setenv("KINEMA_DATA", str(shared_data))
+    rel = "bandai_namco/dataset-1/dataset-1_walk_normal_001.bvh"
+    spec = {"base": "bandai", "carry_above_hips": True}
+    cmd = db_build_command({"data": {"clips": [f"shared:{rel}"], "database": spec, "mirror": False}})
+    assert " --config bandai --carry-above-hips -o DB.npz" in cmd, cmd
+    argv = shlex.split(cmd)
+    assert main([*argv[1:-1], str(tmp_path / "carried.npz"), "--quiet"]) == 0
+    carried = build_from_paths([shared_data / rel], DatabaseConfig.from_dict(spec), mirror=False, progress=False)
+    plain = build_from_paths([shared_data / rel], "bandai", mirror=False, progress=False)
+    rebuilt = Database.load(tmp_path / "carried.npz")
+    assert rebuilt.fingerprint == carried.fingerprint != plain.fingerprint
+    assert rebuilt.config.carry_above_hips
+    other = db_build_command({"data": {"clips": [f"shared:{rel}"], "database": {"base": "bandai", "contact_height": 0.1}}})
+    assert "--config CONFIG.json" in other, other

@@ -1,7 +1,7 @@
 """``kinema db``: build and inspect motion-matching databases.
 
     kinema db build PATHS... -o DB [--config lafan1|bandai|games105|FILE] [--mirror] [--exclude NAME...]
-                    [--trim-calibration]
+                    [--trim-calibration] [--carry-above-hips]
     kinema db info DB [--json]
 """
 from __future__ import annotations
@@ -31,6 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     b.add_argument("--trim-calibration", action="store_true",
                    help="drop the calibration T-pose takes open with (LaFAN1: 2-4 s); recorded in the "
                         "database config, so it changes the fingerprint")
+    b.add_argument("--carry-above-hips", action="store_true",
+                   help="put the joints above the hips (Bandai-Namco's joint_Root, left at the world origin) on "
+                        "the root, so no pose slot holds the world position; recorded in the database config, "
+                        "so it changes the fingerprint")
     b.add_argument("--quiet", action="store_true", help="no progress bars")
     i = sub.add_parser("info", help="print a database's fingerprint, size and clips")
     i.add_argument("database", help="database file (.npz)")
@@ -73,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
         config = DatabaseConfig.resolve(args.config)
         if args.trim_calibration:
             config = replace(config, trim_calibration=True)
+        if args.carry_above_hips:
+            config = replace(config, carry_above_hips=True)
         _return_freed_memory()
         db = build_from_paths(paths, config, mirror=args.mirror, progress=not args.quiet)
         path = db.save(args.output)

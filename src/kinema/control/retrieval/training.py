@@ -353,12 +353,23 @@ def db_build_command(cfg: dict) -> str:
     data = cfg["data"]
     pats = [pat if pat.startswith(PREFIXES) else data_relative(Path(data.get("base", ".")) / pat)
             for pat in data["clips"]]
-    spec = data.get("database", "lafan1")
     held = sorted(set(data.get("validation", [])) | set(data.get("test", [])))
     exclude = " --exclude " + " ".join(held) if held else ""
     return (f"kinema db build {' '.join(shlex.quote(p) for p in pats)}{exclude} "
-            f"--config {spec if isinstance(spec, str) else 'CONFIG.json'}"
+            f"{_config_arguments(data.get('database', 'lafan1'))}"
             + (" --mirror" if data.get("mirror", True) else "") + " -o DB.npz")
+
+
+def _config_arguments(spec: str | dict) -> str:
+    """``kinema db build``'s arguments for a ``data.database`` spec: the preset, with a flag
+    for each switch ``kinema db build`` has; ``--config CONFIG.json`` (the table as a JSON
+    file) when the table sets anything else."""
+    if isinstance(spec, str):
+        return f"--config {spec}"
+    flags = {"trim_calibration": "--trim-calibration", "carry_above_hips": "--carry-above-hips"}
+    if "base" not in spec or set(spec) - {"base", *flags}:
+        return "--config CONFIG.json"
+    return " ".join([f"--config {spec['base']}", *(flag for key, flag in flags.items() if spec.get(key))])
 
 
 def make_retriever(cfg: dict, db: Database, norm: Normaliser) -> Retriever:
