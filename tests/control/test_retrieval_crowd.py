@@ -42,7 +42,7 @@ def test_single_controller_reproduces_the_pre_batching_outputs(sample_db, one_th
     became a view of a crowd (tests/control/data/retrieval_single_sample.npz), which had
     no floor: with the ground off they are reproduced; with it (the default) the network's
     poses, which dip 2 mm under the sample's lowest toe by frame 5, are lifted onto it."""
-    from kinema.control.retrieval.pose import body_joints
+    from kinema.control.retrieval.metrics import body_joints
 
     ref = np.load(PINNED)
     ctl = RetrievalController(MODEL, sample_db, BASELINE)

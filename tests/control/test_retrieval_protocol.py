@@ -57,6 +57,33 @@ def test_truth_frozen_and_half_energy_pinned(games105_db, games105_retriever):
     assert not energy_gate(h) and h["energy_window_fraction"] == 0.0
 
 
+def test_frechet_reads_the_body_not_a_world_origin_joint_above_the_hips(shared_data):
+    """Bandai-Namco's ``joint_Root`` (above the hips, left at the world origin) is, in root
+    space, the world origin seen from the character. A prediction whose body is the truth's
+    but whose ``joint_Root`` sits where another take's origin was (as a motion-matching row
+    from another clip puts it) scores a Fréchet distance of 0, while a body 20 frames late
+    does not; over every joint the origin alone scored it far from the truth."""
+    from kinema.control.retrieval.metrics import body_joints, motion_features, pose_slice
+    from kinema.features.normalisation import Normaliser
+    from kinema.matching.database import build_from_paths
+
+    clips = [shared_data / "bandai_namco" / "dataset-2" / f"dataset-2_{kind}_normal_001.bvh" for kind in ("walk", "run")]
+    db = build_from_paths(clips, "bandai", mirror=True, progress=False)
+    norm = Normaliser.fit(db.pose, floor=1e-2)
+    top = int(db.parents[db.roles["hips"]])
+    assert db.joint_names[top] == "joint_Root" and not body_joints(db)[top] and body_joints(db).sum() == db.num_joints - 1
+    rows, true, tp, td = _windows(db, 60, 40)
+    other = true.copy()
+    slots = np.arange(db.num_joints * 3).reshape(-1, 3)[top] + pose_slice(db, "joint_positions").start
+    other[..., slots] = true[::-1][..., slots]          # the origin as the other windows saw it
+    assert np.abs(other[..., slots] - true[..., slots]).max() > 1.0
+    ref = window_metrics(true, true, norm, db, 0.05)
+    assert summary(window_metrics(other, true, norm, db, 0.05), ref)["frechet"] == pytest.approx(0.0, abs=1e-4)
+    assert summary(window_metrics(db.pose[rows - 20], true, norm, db, 0.05), ref)["frechet"] > 0.1
+    every = [motion_features(joint_positions(db, x), db.fps).reshape(-1, 6 * db.num_joints) for x in (other, true)]
+    assert frechet(every[0], every[1], groups=2) > 1.0
+
+
 def test_damping_lowers_joint_error_and_fails_the_energy_gate(games105_db, games105_retriever):
     """A controller that moves like the actor but out of step (the truth 20 frames late, as
     the LaFAN1 diagnosis found) passes the gate; pulling it toward an exponential average of
@@ -209,7 +236,8 @@ def test_rigid_pose_keeps_a_sunk_pose_above_the_ground(games105_db):
     toes never go below the ground by its definition, are kept."""
     import torch
 
-    from kinema.control.retrieval.pose import body_joints, ground_height, rigid_pose
+    from kinema.control.retrieval.metrics import body_joints
+    from kinema.control.retrieval.pose import ground_height, rigid_pose
 
     db = games105_db
     ground = ground_height(db)
@@ -818,7 +846,7 @@ def test_rigid_rollouts_stay_above_the_ground(games105_db, games105_retriever):
     lowest toe, and without it the same rollout does."""
     import torch
 
-    from kinema.control.retrieval.pose import body_joints
+    from kinema.control.retrieval.metrics import body_joints
     from kinema.control.retrieval.rollout import rollout
     from kinema.control.retrieval.training import TrainSettings
 

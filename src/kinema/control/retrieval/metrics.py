@@ -107,10 +107,25 @@ def mean_pose_distance_cm(db: Database, norm: Normaliser, positions: np.ndarray)
     return np.linalg.norm(positions - joint_positions(db, norm.mean), axis=-1).mean((1, 2)) * 100.0
 
 
+def body_joints(db: Database) -> np.ndarray:
+    """(J,) bool: the hips and the joints below them (not a root joint above the hips, such
+    as Bandai-Namco's ``joint_Root`` on the floor)."""
+    inside = np.zeros(db.num_joints, bool)
+    inside[db.roles["hips"]] = True
+    for j, p in enumerate(db.parents):   # parents come before their children
+        if p >= 0 and inside[p]:
+            inside[j] = True
+    return inside
+
+
 def motion_features(positions: np.ndarray, fps: float) -> np.ndarray:
     """Per-frame [character-space joint positions, joint velocities] (W, H-1, 6J) of
     positions (W, H, J, 3) in metres (velocities in m/s, by forward differences): the
-    space in which :func:`frechet` compares the distributions of two motions."""
+    space in which :func:`frechet` compares the distributions of two motions. Pass the
+    body's joints only (:func:`body_joints`): a joint above the hips, such as
+    Bandai-Namco's ``joint_Root`` left at the world origin, is the world origin seen from
+    the character, metres away, and its spread set the scale of every joint's (protocol,
+    session 46: motion matching's 151 on Bandai-Namco, 0.4 on the body)."""
     vel = np.diff(positions, axis=1) * fps
     w, h = vel.shape[:2]
     return np.concatenate([positions[:, 1:].reshape(w, h, -1), vel.reshape(w, h, -1)], -1)
@@ -227,7 +242,7 @@ def window_metrics(pred: np.ndarray, true: np.ndarray, norm: Normaliser, db: Dat
     # that matches the truth's and scores better than a moving controller
     flat = lambda x: x.reshape(*x.shape[:2], -1)  # noqa: E731
     out["npss"] = np.array([npss_windows(flat(pj[w]), flat(tj[w])) for w in range(len(pred))])
-    out["_motion_features"] = motion_features(pj, db.fps)
+    out["_motion_features"] = motion_features(pj[:, :, body_joints(db)], db.fps)
     if roots is not None:
         rp, rd, tp, td = roots
         out["root_error_m"] = np.linalg.norm((rp - tp)[..., [0, 2]], axis=-1).mean(1)

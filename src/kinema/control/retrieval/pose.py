@@ -48,22 +48,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from kinema.control.retrieval.metrics import joint_positions
+from kinema.control.retrieval.metrics import body_joints, joint_positions
 from kinema.matching.database import Database, offset_sets
 from kinema.maths import quat, sixd
 from kinema.maths.backend import Array, cat, is_torch
 from kinema.motion.kinematics import positions_from_rotations
-
-
-def body_joints(db: Database) -> np.ndarray:
-    """(J,) bool: the hips and the joints below them (not a root joint above the hips, such
-    as Bandai-Namco's ``joint_Root`` on the floor)."""
-    inside = np.zeros(db.num_joints, bool)
-    inside[db.roles["hips"]] = True
-    for j, p in enumerate(db.parents):   # parents come before their children
-        if p >= 0 and inside[p]:
-            inside[j] = True
-    return inside
 
 
 def ground_height(db: Database) -> float:

@@ -335,7 +335,7 @@ def run_crowd(crowd, seeds: np.ndarray, frames: int = 600, fps: float = 60.0, tr
     ``lowest`` (frames, N), the lowest body joint's height above that floor (m). ``adjust``
     pulls each root toward its springs as the runtime does; off, the roots stay where the
     network puts them (motion matching's pull cannot be turned off: it raises)."""
-    from kinema.control.retrieval.pose import body_joints
+    from kinema.control.retrieval.metrics import body_joints
 
     db = crowd.db
     hips, head, body, floor = db.roles["hips"], head_joint(db), body_joints(db), floor_height(db)
